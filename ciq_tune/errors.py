@@ -1,0 +1,35 @@
+"""The exceptions of ciq-tune, under one base class so that callers can catch them together."""
+
+from __future__ import annotations
+
+
+class CiqTuneError(Exception):
+    """Base class of every error raised by ciq-tune."""
+
+
+class SpaceError(CiqTuneError, ValueError):
+    """A search space, a parameter or a configuration is malformed or outside the space."""
+
+
+class ConstraintError(SpaceError):
+    """A constraint expression is malformed or cannot be satisfied."""
+
+
+class EngineError(CiqTuneError, ValueError):
+    """The engine was configured or driven wrongly (bad budget, unknown candidate, …)."""
+
+
+class StateError(CiqTuneError, ValueError):
+    """Saved engine or searcher state cannot be restored."""
+
+
+class InvalidControl(CiqTuneError, ValueError):
+    """A compiler control is not in the catalog of the installed compiler, or its value is bad."""
+
+
+class CompileError(CiqTuneError):
+    """A candidate failed to compile."""
+
+
+class BenchmarkTimeout(CiqTuneError):
+    """A candidate's compile or run exceeded its time limit."""

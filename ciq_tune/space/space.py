@@ -1,0 +1,410 @@
+"""`SearchSpace`: a nested spec of primitives flattened to a gene vector, with constraints and
+conditional parameters."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import json
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ciq_tune.errors import ConstraintError
+from ciq_tune.errors import SpaceError
+from ciq_tune.space.constraints import Constraint
+from ciq_tune.space.primitives import KNOCKED_OUT
+from ciq_tune.space.primitives import Gene
+from ciq_tune.space.primitives import Parameter
+from ciq_tune.space.primitives import parameter_from_dict
+
+Genes = tuple[Gene, ...]
+KEY_SEPARATOR = "/"
+# Random draws tried before a sampler gives up on finding a feasible configuration.
+MAX_SAMPLE_TRIES = 10_000
+# Spaces up to this many gene combinations may be enumerated when random draws stop finding
+# anything new (the search is close to exhausting the space).
+MAX_ENUMERATION = 200_000
+
+
+class Conditional:
+    """A parameter (or nested spec) that exists only when `when` holds.
+
+    `when` is a constraint expression over parameters declared *before* this one, e.g.
+    ``ss.conditional(ss.range(1, 8), when="algorithm == 'split_k'")``.
+    """
+
+    def __init__(self, spec: Any, when: str | Callable[[Mapping[str, Any]], bool]) -> None:
+        self.spec = spec
+        self.when = Constraint(when)
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One searchable parameter of a space: its flat key, path in the spec, and conditions."""
+
+    key: str
+    path: tuple[str | int, ...]
+    param: Parameter
+    conditions: tuple[Constraint, ...]
+
+
+class SearchSpace:
+    """A search space built from a nested dict/list spec of primitives.
+
+    Args:
+        spec: a dict (or list) whose leaves are primitives (`ciq_tune.space.range`, …),
+            `Conditional` wrappers, nested dicts/lists, or constants passed through unchanged.
+        constraints: expressions or callables that every proposed configuration satisfies.
+
+    Configurations are nested like the spec; knocked-out and inactive parameters are left out
+    (a dict key is absent, a list item is dropped).
+    """
+
+    def __init__(
+        self,
+        spec: Mapping[str, Any] | Sequence[Any],
+        *,
+        constraints: Sequence[str | Callable[[Mapping[str, Any]], bool] | Constraint] = (),
+    ) -> None:
+        if isinstance(spec, SearchSpace):
+            raise SpaceError("`spec` is already a SearchSpace; pass it directly instead")
+        if not isinstance(spec, (Mapping, list, tuple)):
+            raise SpaceError(f"a search space must be a dict or a list of parameters, got {spec!r}")
+        self.spec = spec
+        leaves: list[Leaf] = []
+        self._collect(spec, (), (), leaves)
+        if not leaves:
+            raise SpaceError("the search space has no parameters to search")
+        self.leaves: tuple[Leaf, ...] = tuple(leaves)
+        self.keys: tuple[str, ...] = tuple(leaf.key for leaf in leaves)
+        self.aliases = _aliases(self.keys)
+        self.constraints = tuple(
+            c if isinstance(c, Constraint) else Constraint(c) for c in constraints
+        )
+        for constraint in self.constraints:
+            constraint.bind(self.aliases)
+        for index, leaf in enumerate(self.leaves):
+            earlier = {n: k for n, k in self.aliases.items() if k in self.keys[:index]}
+            for condition in leaf.conditions:
+                try:
+                    condition.bind(earlier)
+                except ConstraintError as exc:
+                    raise ConstraintError(
+                        f"the condition of `{leaf.key}` may only name parameters declared before "
+                        f"it: {exc}"
+                    ) from exc
+
+    # -- structure -----------------------------------------------------------------------------
+    def _collect(
+        self,
+        node: Any,
+        path: tuple[str | int, ...],
+        conditions: tuple[Constraint, ...],
+        out: list[Leaf],
+    ) -> None:
+        if isinstance(node, Parameter):
+            key = KEY_SEPARATOR.join(str(p) for p in path) if path else "value"
+            out.append(Leaf(key, path, node, conditions))
+        elif isinstance(node, Conditional):
+            self._collect(node.spec, path, (*conditions, node.when), out)
+        elif isinstance(node, Mapping):
+            for name, child in node.items():
+                if not isinstance(name, str) or KEY_SEPARATOR in name:
+                    raise SpaceError(
+                        f"parameter names must be strings without {KEY_SEPARATOR!r}, got {name!r}"
+                    )
+                self._collect(child, (*path, name), conditions, out)
+        elif isinstance(node, (list, tuple)):
+            for i, child in enumerate(node):
+                self._collect(child, (*path, i), conditions, out)
+
+    def __len__(self) -> int:
+        return len(self.leaves)
+
+    @property
+    def params(self) -> tuple[Parameter, ...]:
+        return tuple(leaf.param for leaf in self.leaves)
+
+    @property
+    def has_continuous(self) -> bool:
+        return any(leaf.param.is_continuous for leaf in self.leaves)
+
+    def cardinality(self) -> float:
+        """Number of gene combinations before constraints (inf with a continuous parameter)."""
+        total = 1.0
+        for leaf in self.leaves:
+            total *= leaf.param.cardinality()
+        return total
+
+    # -- genes ↔ configurations ----------------------------------------------------------------
+    def flat(self, genes: Genes) -> dict[str, Any]:
+        """Flat configuration of the active, present parameters: ``{"tile/BM": 64, …}``."""
+        out: dict[str, Any] = {}
+        for leaf, gene in zip(self.leaves, genes, strict=True):
+            if gene is KNOCKED_OUT:
+                continue
+            if leaf.conditions and not all(c.holds(out) for c in leaf.conditions):
+                continue
+            out[leaf.key] = leaf.param.decode(gene)
+        return out
+
+    def decode(self, genes: Genes) -> Any:
+        """The nested configuration the objective receives."""
+        flat = self.flat(genes)
+        return _rebuild(self.spec, (), flat)
+
+    def encode(self, config: Any, *, fill_defaults: bool = False) -> Genes:
+        """Genes of a nested configuration (a warm-start point, a baseline, a preset).
+
+        A parameter missing from `config` is knocked out when it can be, or set to its default
+        when `fill_defaults` is true; otherwise it is an error naming the parameter.
+        """
+        flat = _flatten_config(self.spec, config, ())
+        genes: list[Gene] = []
+        for leaf in self.leaves:
+            if leaf.key in flat:
+                try:
+                    genes.append(leaf.param.encode(flat.pop(leaf.key)))
+                except SpaceError as exc:
+                    raise SpaceError(f"parameter `{leaf.key}`: {exc}") from exc
+            elif fill_defaults:
+                genes.append(leaf.param.default())
+            elif leaf.param.knockout_prob is not None:
+                genes.append(KNOCKED_OUT)
+            elif leaf.conditions:  # absent because inactive; its gene does not matter
+                genes.append(leaf.param.default_present())
+            else:
+                raise SpaceError(
+                    f"configuration {config!r} has no value for parameter `{leaf.key}`; give one "
+                    "or pass fill_defaults=True to use the parameter's default"
+                )
+        if flat:
+            raise SpaceError(f"configuration names keys that are not parameters: {sorted(flat)}")
+        return tuple(genes)
+
+    def key(self, genes: Genes) -> str:
+        """Identity of the configuration: equal for genes that decode to the same config."""
+        text = json.dumps(self.flat(genes), sort_keys=True, separators=(",", ":"))
+        return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+    def is_feasible(self, genes: Genes) -> bool:
+        if not self.constraints:
+            return True
+        flat = self.flat(genes)
+        return all(c.holds(flat) for c in self.constraints)
+
+    def to_unit(self, genes: Genes) -> np.ndarray:
+        """Genes as a vector in [0, 1] (-1 for knocked out), for distances and models."""
+        return np.array([leaf.param.to_unit(g) for leaf, g in zip(self.leaves, genes, strict=True)])
+
+    def default_genes(self) -> Genes:
+        return tuple(leaf.param.default() for leaf in self.leaves)
+
+    # -- sampling ------------------------------------------------------------------------------
+    def sample_genes(self, rng: np.random.Generator, *, seeded: bool = False) -> Genes:
+        """One feasible gene vector drawn at random (within seed ranges when `seeded`)."""
+        for _ in range(MAX_SAMPLE_TRIES):
+            genes = tuple(leaf.param.sample(rng, seeded=seeded) for leaf in self.leaves)
+            if self.is_feasible(genes):
+                return genes
+        raise ConstraintError(
+            f"no feasible configuration in {MAX_SAMPLE_TRIES} random draws; the constraints "
+            f"{[c.rule for c in self.constraints]} may be contradictory or too tight"
+        )
+
+    def iter_genes(self) -> Iterator[Genes]:
+        """Every feasible gene vector (finite spaces of at most MAX_ENUMERATION combinations)."""
+        if self.cardinality() > MAX_ENUMERATION:
+            raise SpaceError(
+                f"the space has {self.cardinality():.3g} combinations, more than {MAX_ENUMERATION} "
+                "that may be enumerated"
+            )
+        states = []
+        for leaf in self.leaves:
+            own = [leaf.param.default_present()] + leaf.param.neighbors(
+                leaf.param.default_present(), radius=MAX_ENUMERATION
+            )
+            states.append(sorted(set(own), key=lambda g: (g is None, g)))
+        for genes in itertools.product(*states):
+            if self.is_feasible(genes):
+                yield genes
+
+    def sample(self, n: int, *, seed: int | None = None) -> list[Any]:
+        """Draw `n` distinct feasible configurations without evaluating them."""
+        if not isinstance(n, int) or n < 1:
+            raise SpaceError(f"`n` must be a positive integer, got n={n!r}")
+        rng = np.random.default_rng(seed)
+        seen: set[str] = set()
+        configs: list[Any] = []
+        misses = 0
+        while len(configs) < n and misses < MAX_SAMPLE_TRIES:
+            genes = self.sample_genes(rng)
+            key = self.key(genes)
+            if key in seen:
+                misses += 1
+                continue
+            seen.add(key)
+            configs.append(self.decode(genes))
+        if len(configs) < n:
+            raise SpaceError(
+                f"asked for {n} distinct configurations but the space yielded only {len(configs)}"
+            )
+        return configs
+
+    # -- persistence ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe description (callable constraints are stored pickled, base64-encoded)."""
+        return {
+            "spec": _spec_to_json(self.spec),
+            "constraints": [_constraint_to_json(c) for c in self.constraints],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchSpace:
+        try:
+            spec = _spec_from_json(data["spec"])
+            constraints = [_constraint_from_json(c) for c in data.get("constraints", [])]
+        except (KeyError, TypeError) as exc:
+            raise SpaceError(f"not a saved search space: {exc!r}") from exc
+        return cls(spec, constraints=constraints)
+
+    def __repr__(self) -> str:
+        return f"SearchSpace({len(self)} parameters: {', '.join(self.keys)})"
+
+
+def _aliases(keys: Sequence[str]) -> dict[str, str]:
+    """Names usable in expressions: the last part of a key when unique, and identifier keys."""
+    last = [k.split(KEY_SEPARATOR)[-1] for k in keys]
+    aliases = {name: key for name, key in zip(last, keys, strict=True) if last.count(name) == 1}
+    aliases.update({k: k for k in keys if k.isidentifier()})
+    return {n: k for n, k in aliases.items() if n.isidentifier()}
+
+
+def _rebuild(node: Any, path: tuple[str | int, ...], flat: dict[str, Any]) -> Any:
+    """Nested config for `node`, or `_ABSENT` when every parameter below it is absent."""
+    if isinstance(node, Conditional):
+        return _rebuild(node.spec, path, flat)
+    if isinstance(node, Parameter):
+        key = KEY_SEPARATOR.join(str(p) for p in path) if path else "value"
+        return flat.get(key, _ABSENT)
+    if isinstance(node, Mapping):
+        out = {}
+        for name, child in node.items():
+            value = _rebuild(child, (*path, name), flat)
+            if value is not _ABSENT:
+                out[name] = value
+        return out
+    if isinstance(node, (list, tuple)):
+        items = [_rebuild(child, (*path, i), flat) for i, child in enumerate(node)]
+        return [v for v in items if v is not _ABSENT]
+    return node
+
+
+_ABSENT = object()
+
+
+def _flatten_config(node: Any, config: Any, path: tuple[str | int, ...]) -> dict[str, Any]:
+    """Flat {key: value} of a nested configuration, matched against the spec `node`."""
+    key = KEY_SEPARATOR.join(str(p) for p in path) if path else "value"
+    if isinstance(node, Conditional):
+        return _flatten_config(node.spec, config, path)
+    if isinstance(node, Parameter):
+        return {key: config}
+    if isinstance(node, Mapping):
+        if not isinstance(config, Mapping):
+            raise SpaceError(f"expected a dict at `{key}`, got {config!r}")
+        out: dict[str, Any] = {}
+        for name, value in config.items():
+            if name not in node:
+                raise SpaceError(
+                    f"configuration key `{KEY_SEPARATOR.join(map(str, (*path, name)))}`"
+                    " is not in the search space"
+                )
+            out.update(_flatten_config(node[name], value, (*path, name)))
+        return out
+    if isinstance(node, (list, tuple)):
+        if not isinstance(config, (list, tuple)):
+            raise SpaceError(f"expected a list at `{key}`, got {config!r}")
+        # Items of a list may be knocked out, so match config items to spec items in order.
+        out, remaining = {}, list(config)
+        for i, child in enumerate(node):
+            if remaining and _matches(child, remaining[0]):
+                out.update(_flatten_config(child, remaining.pop(0), (*path, i)))
+        if remaining:
+            raise SpaceError(f"list at `{key}` has items that match no parameter: {remaining!r}")
+        return out
+    return {}
+
+
+def _matches(node: Any, value: Any) -> bool:
+    """Whether `value` can be the configuration of spec `node`."""
+    try:
+        if isinstance(node, Conditional):
+            return _matches(node.spec, value)
+        if isinstance(node, Parameter):
+            node.encode(value)
+            return True
+        if isinstance(node, (Mapping, list, tuple)):
+            _flatten_config(node, value, ())
+            return True
+    except SpaceError:
+        return False
+    return bool(node == value)
+
+
+def _spec_to_json(node: Any) -> Any:
+    if isinstance(node, Parameter):
+        return {"$param": node.to_dict()}
+    if isinstance(node, Conditional):
+        return {
+            "$conditional": {
+                "when": _constraint_to_json(node.when),
+                "spec": _spec_to_json(node.spec),
+            }
+        }
+    if isinstance(node, Mapping):
+        return {"$dict": {k: _spec_to_json(v) for k, v in node.items()}}
+    if isinstance(node, (list, tuple)):
+        return {"$list": [_spec_to_json(v) for v in node]}
+    return {"$const": node}
+
+
+def _spec_from_json(node: Any) -> Any:
+    ((tag, body),) = node.items()
+    if tag == "$param":
+        return parameter_from_dict(body)
+    if tag == "$conditional":
+        return Conditional(_spec_from_json(body["spec"]), _constraint_from_json(body["when"]).rule)
+    if tag == "$dict":
+        return {k: _spec_from_json(v) for k, v in body.items()}
+    if tag == "$list":
+        return [_spec_from_json(v) for v in body]
+    if tag == "$const":
+        return body
+    raise SpaceError(f"unknown node {tag!r} in a saved search space")
+
+
+def _constraint_to_json(constraint: Constraint) -> dict[str, str]:
+    text = constraint.to_json()
+    if text is not None:
+        return {"expr": text}
+    try:
+        import cloudpickle  # a dependency of ray; callables (lambdas) need it to be stored
+    except ImportError as exc:  # pragma: no cover - ray is a dependency
+        raise SpaceError("saving a callable constraint needs cloudpickle; use a string") from exc
+    return {"pickled": base64.b64encode(cloudpickle.dumps(constraint.rule)).decode()}
+
+
+def _constraint_from_json(data: Mapping[str, str]) -> Constraint:
+    if "expr" in data:
+        return Constraint(data["expr"])
+    import pickle
+
+    return Constraint(pickle.loads(base64.b64decode(data["pickled"])))
