@@ -303,7 +303,7 @@ class Range(DiscreteParameter):
             raise SpaceError(
                 f"`end` must be >= `start`, got start={start!r}, end={end!r} (swapped bounds?)"
             )
-        count = int(math.floor((end - start) / step + 1e-9)) + 1
+        count = math.floor((end - start) / step + 1e-9) + 1
         integral = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         if integral:
             values: list[Any] = [int(start + i * step) for i in range(count)]
@@ -407,7 +407,7 @@ class LogSampling(DiscreteParameter):
             raise SpaceError(f"`total` must be a positive integer, got total={total!r}")
         raw = np.geomspace(start, end, total)
         if all(isinstance(v, (int, np.integer)) for v in (start, end)):
-            values: list[Any] = sorted({int(round(v)) for v in raw})
+            values: list[Any] = sorted({round(v) for v in raw})
         else:
             values = [float(f"{v:.12g}") for v in raw]
         self.start, self.end, self.total = start, end, total

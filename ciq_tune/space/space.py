@@ -228,9 +228,10 @@ class SearchSpace:
             )
         states = []
         for leaf in self.leaves:
-            own = [leaf.param.default_present()] + leaf.param.neighbors(
-                leaf.param.default_present(), radius=MAX_ENUMERATION
-            )
+            own = [
+                leaf.param.default_present(),
+                *leaf.param.neighbors(leaf.param.default_present(), radius=MAX_ENUMERATION),
+            ]
             states.append(sorted(set(own), key=lambda g: (g is None, g)))
         for genes in itertools.product(*states):
             if self.is_feasible(genes):
