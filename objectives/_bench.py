@@ -1,0 +1,319 @@
+"""Benchmark harness: random inputs, poisoned outputs, correctness checks and timing statistics."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import asdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from typing import Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+INIT_KINDS = ("randn", "rand", "randint", "ones")
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Summary of repeated timings of one candidate, in milliseconds.
+
+    Attributes:
+        median_ms: Median time; the value a search should optimise (robust to outliers).
+        mean_ms: Arithmetic mean.
+        min_ms: Fastest repetition.
+        max_ms: Slowest repetition.
+        iqr_ms: Interquartile range (75th minus 25th percentile).
+        cv: Coefficient of variation (standard deviation over mean, dimensionless).
+        n: Number of timed repetitions.
+        timer: ``"cuda_events"`` for device timing, ``"host"`` for a wall clock (CPU only).
+    """
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float
+    cv: float
+    n: int
+    timer: str
+
+    def as_metrics(self) -> dict[str, Any]:
+        """Return the statistics as a flat dict for a Ray Tune result."""
+        return asdict(self)
+
+
+def summarize(times_ms: Sequence[float], *, timer: str) -> TimingStats:
+    """Summarise per-repetition timings.
+
+    Args:
+        times_ms: One time per repetition, in milliseconds.
+        timer: Name of the clock that produced them (stored in the result).
+
+    Returns:
+        The median, spread and extremes of `times_ms`.
+
+    Raises:
+        ValueError: If `times_ms` is empty or holds a non-finite value.
+    """
+    arr = np.asarray(times_ms, dtype=np.float64)
+    if arr.size == 0:
+        raise ValueError("`times_ms` must hold at least one timing, got an empty sequence")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"`times_ms` must be finite, got {arr[~np.isfinite(arr)][:3].tolist()}")
+    q25, q50, q75 = np.percentile(arr, [25, 50, 75])
+    mean = float(arr.mean())
+    # ddof=1: sample standard deviation; a single repetition has no spread.
+    std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+    return TimingStats(
+        median_ms=float(q50),
+        mean_ms=mean,
+        min_ms=float(arr.min()),
+        max_ms=float(arr.max()),
+        iqr_ms=float(q75 - q25),
+        cv=std / mean if mean > 0 else math.inf,
+        n=int(arr.size),
+        timer=timer,
+    )
+
+
+def random_tensor(
+    shape: Sequence[int],
+    dtype: torch.dtype,
+    init: str,
+    *,
+    generator: torch.Generator,
+    device: str,
+) -> torch.Tensor:
+    """Draw a fresh random tensor (never zeros, which hide unwritten outputs and run faster).
+
+    Args:
+        shape: Tensor shape.
+        dtype: Element type.
+        init: ``"randn"`` (standard normal), ``"rand"`` (uniform on [-1, 1)), ``"randint"``
+            (integers in [-8, 8), bools for ``torch.bool``; also what integer types get for
+            ``"randn"`` and ``"rand"``) or ``"ones"`` (for masks).
+        generator: Random generator on the CPU; the tensor is drawn there and moved so that the
+            same seed gives the same data on any device.
+        device: Target device (``"cuda"``, ``"cpu"``).
+
+    Returns:
+        The tensor on `device`.
+
+    Raises:
+        ValueError: If `init` is not one of `INIT_KINDS`.
+    """
+    import torch
+
+    shape = tuple(int(s) for s in shape)
+    if init not in INIT_KINDS:
+        raise ValueError(f"`init` must be one of {INIT_KINDS}, got init={init!r}")
+    # Truncating normal draws to integers would give mostly zeros: integers always use randint.
+    if init in ("randn", "rand") and not dtype.is_floating_point:
+        init = "randint"
+    if init == "randn":
+        t = torch.randn(shape, generator=generator, dtype=torch.float32)
+    elif init == "rand":
+        t = torch.rand(shape, generator=generator, dtype=torch.float32) * 2 - 1
+    elif init == "randint":
+        if dtype == torch.bool:
+            t = torch.randint(0, 2, shape, generator=generator, dtype=torch.int64)
+        else:
+            t = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int64)
+            if not dtype.is_signed:
+                t = t.abs()
+    else:
+        t = torch.ones(shape, dtype=torch.float32)
+    return t.to(dtype=dtype).to(device)
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill `t` in place with a value a correct kernel never leaves behind.
+
+    NaN for floating types; for integers, the type's maximum (inputs come from
+    `random_tensor`, whose integers are small). Returns `t`.
+    """
+    import torch
+
+    if t.dtype.is_floating_point:
+        t.fill_(math.nan)
+    elif t.dtype == torch.bool:
+        # bool has no sentinel; True marks every element that the kernel must overwrite.
+        t.fill_(True)
+    else:
+        t.fill_(torch.iinfo(t.dtype).max)
+    return t
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of comparing a kernel's output with the reference.
+
+    Attributes:
+        ok: Whether every element is within tolerance (and none is NaN).
+        max_abs_err: Largest absolute difference (NaN if any output element is NaN).
+        rel_err: ‖out − ref‖₂ / ‖ref‖₂ in float64.
+        message: Empty when `ok`, else what was wrong, with counts.
+    """
+
+    ok: bool
+    max_abs_err: float
+    rel_err: float
+    message: str
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, *, rtol: float, atol: float) -> CheckResult:
+    """Compare `out` with `ref` element-wise: |out − ref| <= atol + rtol·|ref|, NaN never passes.
+
+    Args:
+        out: The kernel's output.
+        ref: The reference output, same shape (moved to `out`'s device).
+        rtol: Relative tolerance.
+        atol: Absolute tolerance.
+
+    Returns:
+        The check's outcome; a shape mismatch is a failed check, not an exception.
+    """
+    import torch
+
+    if tuple(out.shape) != tuple(ref.shape):
+        return CheckResult(
+            False, math.nan, math.nan, f"shape {tuple(out.shape)} != {tuple(ref.shape)}"
+        )
+    # float64 on the output's device: a 4096² check stays on the GPU instead of a host copy.
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(o.device, torch.float64)
+    nan_out = int(torch.isnan(o).sum())
+    nan_ref = torch.isnan(r)
+    diff = (o - r).abs()
+    bad = ~(diff <= atol + rtol * r.abs())
+    # An element whose reference is NaN too is a computed NaN, not an unwritten one.
+    bad &= ~(torch.isnan(o) & nan_ref)
+    n_bad = int(bad.sum())
+    ref_norm = float(torch.linalg.vector_norm(torch.nan_to_num(r)))
+    err_norm = float(torch.linalg.vector_norm(torch.nan_to_num(o - r, nan=math.inf)))
+    rel = err_norm / ref_norm if ref_norm > 0 else err_norm
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    if n_bad == 0:
+        return CheckResult(True, max_abs, rel, "")
+    worst = int(torch.argmax(torch.nan_to_num(diff, nan=math.inf)))
+    msg = (
+        f"{n_bad} of {o.numel()} elements outside atol={atol} rtol={rtol}"
+        f" ({nan_out} NaN, i.e. unwritten or invalid); worst at flat index {worst}:"
+        f" got {o.flatten()[worst].item()!r}, expected {r.flatten()[worst].item()!r}"
+    )
+    return CheckResult(False, max_abs, rel, msg)
+
+
+class _Rotator:
+    """Calls ``fn(i)`` with i cycling over ``range(n)`` so that each repetition reads new inputs."""
+
+    def __init__(self, fn: Callable[[int], object], n: int) -> None:
+        self._fn = fn
+        self._n = n
+        self._i = 0
+
+    def __call__(self) -> None:
+        self._fn(self._i)
+        self._i = (self._i + 1) % self._n
+
+
+def time_cuda(
+    fn: Callable[[int], object], *, n_rotate: int, warmup_ms: float, rep_ms: float
+) -> TimingStats:
+    """Time a GPU callable with CUDA events through `triton.testing.do_bench`.
+
+    `do_bench` warms up, then clears the L2 cache before every timed repetition; on top of that
+    `fn` receives the index of the input set to use, rotating over `n_rotate` sets.
+
+    Args:
+        fn: Launches the kernel on input set ``i`` (asynchronously; no synchronisation inside).
+        n_rotate: Number of input sets to rotate through (>= 1).
+        warmup_ms: Warm-up duration, milliseconds.
+        rep_ms: Total duration of the timed repetitions, milliseconds.
+
+    Returns:
+        Statistics over all timed repetitions.
+    """
+    from triton.testing import do_bench
+
+    if n_rotate < 1:
+        raise ValueError(f"`n_rotate` must be >= 1, got n_rotate={n_rotate}")
+    times = do_bench(_Rotator(fn, n_rotate), warmup=warmup_ms, rep=rep_ms, return_mode="all")
+    return summarize(times, timer="cuda_events")
+
+
+def time_host(fn: Callable[[int], object], *, n_rotate: int, reps: int) -> TimingStats:
+    """Time a synchronous callable with the host clock (the CPU / interpreter path).
+
+    Args:
+        fn: Runs the kernel to completion on input set ``i``.
+        n_rotate: Number of input sets to rotate through (>= 1).
+        reps: Number of timed repetitions after one warm-up call (>= 1).
+
+    Returns:
+        Statistics over the repetitions, timer ``"host"``.
+    """
+    if n_rotate < 1 or reps < 1:
+        raise ValueError(
+            f"`n_rotate` and `reps` must be >= 1, got n_rotate={n_rotate}, reps={reps}"
+        )
+    call = _Rotator(fn, n_rotate)
+    call()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return summarize(times, timer="host")
+
+
+def measure_energy(
+    fn: Callable[[int], object], *, n_rotate: int, min_s: float = 0.5
+) -> dict[str, float]:
+    """Energy per call and mean power of a GPU callable, read from NVML's energy counter.
+
+    NVML updates the counter every few tens of milliseconds, so `fn` runs back to back for at
+    least `min_s` seconds. Returns an empty dict when NVML or the counter is unavailable (it is
+    optional: pre-Volta boards and some virtualised GPUs lack it).
+
+    Args:
+        fn: Launches the kernel on input set ``i``.
+        n_rotate: Number of input sets to rotate through.
+        min_s: Least measuring time, seconds.
+
+    Returns:
+        ``{"energy_mj": mJ per call, "power_w": mean W}`` or ``{}``.
+    """
+    import torch
+
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        # NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES renumbers them, the PCI id does not.
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        bus_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+        pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    except Exception:  # NVML or the counter missing: energy is an optional metric.
+        return {}
+    call = _Rotator(fn, n_rotate)
+    calls = 0
+    torch.cuda.synchronize()
+    e0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # millijoules since driver load
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < min_s:
+        for _ in range(16):
+            call()
+        calls += 16
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - t0
+    e1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    de = float(e1 - e0)
+    return {"energy_mj": de / calls, "power_w": de / 1e3 / elapsed}

@@ -1,0 +1,292 @@
+"""Run each candidate in a separate worker process, with compile and run timeouts.
+
+A candidate that hangs is killed, one that segfaults or corrupts its CUDA context fails alone
+with its reason as data, and the calling process (a Ray worker) carries on. The worker is a
+fresh interpreter (``python -m objectives._isolate``, never a fork, so no CUDA state is
+inherited) and stays warm between candidates that end cleanly; it is replaced after a crash or
+a timeout.
+
+A task is a module-level function named ``"package.module:function"`` taking
+``(payload, progress)`` and returning a result dict with a ``status`` in `STATUSES`. It calls
+``progress("compiled")`` once compilation is over, which switches the deadline from the compile
+timeout to the run timeout. A result with ``"restart": True`` retires the worker after it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from collections.abc import Mapping
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+STATUSES = ("ok", "compile_error", "timeout", "wrong_result", "crash")
+# Statuses after which the worker's CUDA context is known to be sound, so it may be reused.
+_KEEP_WARM = frozenset({"ok", "compile_error", "wrong_result"})
+_PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# Seconds between liveness checks while waiting for a worker's message.
+_POLL_S = 0.5
+
+
+def _failure(status: str, error: str) -> dict[str, Any]:
+    return {"status": status, "error": error}
+
+
+def _describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "worker closed its pipe but is still running"
+    if returncode < 0:
+        try:
+            return f"worker killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"worker killed by signal {-returncode}"
+    return f"worker exited with code {returncode}"
+
+
+class IsolatedWorker:
+    """One worker process that runs tasks one at a time under timeouts.
+
+    Args:
+        env: Extra environment variables for the worker (e.g. ``{"TRITON_INTERPRET": "1"}``).
+        start_timeout_s: Longest wait, in seconds, for a new worker to import and report ready.
+    """
+
+    def __init__(self, *, env: Mapping[str, str] | None = None, start_timeout_s: float = 120.0):
+        if start_timeout_s <= 0:
+            raise ValueError(
+                f"`start_timeout_s` must be > 0, got start_timeout_s={start_timeout_s}"
+            )
+        self._env = dict(env or {})
+        self._start_timeout_s = start_timeout_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._send: Connection | None = None
+        self._recv: Connection | None = None
+        self.spawns = 0
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the live worker, or None."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def _spawn(self) -> float:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        env = {**os.environ, **self._env}
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(_PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])]
+        )
+        t0 = time.perf_counter()
+        # A new session makes the worker a process-group leader, so a timeout kills the compiler
+        # subprocesses it started along with it.
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "objectives._isolate", str(to_child_r), str(from_child_w)],
+            env=env,
+            pass_fds=(to_child_r, from_child_w),
+            start_new_session=True,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._send = Connection(to_child_w, readable=False)
+        self._recv = Connection(from_child_r, writable=False)
+        self.spawns += 1
+        msg = self._wait(time.monotonic() + self._start_timeout_s)
+        if msg is None or msg[0] != "ready":
+            reason = "did not start" if msg is None else str(msg)
+            self.close()
+            raise RuntimeError(
+                f"isolated worker {reason} within start_timeout_s={self._start_timeout_s}"
+            )
+        return time.perf_counter() - t0
+
+    def _wait(self, deadline: float) -> tuple[Any, ...] | None:
+        """Next message from the worker, None on timeout; raises EOFError if the worker died."""
+        assert self._recv is not None and self._proc is not None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if self._recv.poll(min(remaining, _POLL_S)):
+                msg: tuple[Any, ...] = self._recv.recv()
+                return msg
+
+    def run(
+        self,
+        target: str,
+        payload: Any,
+        *,
+        compile_timeout_s: float,
+        run_timeout_s: float,
+    ) -> dict[str, Any]:
+        """Run one task in the worker and return its result dict.
+
+        Args:
+            target: ``"package.module:function"`` of the task.
+            payload: Picklable argument of the task.
+            compile_timeout_s: Seconds allowed from submission until the task reports
+                ``progress("compiled")``.
+            run_timeout_s: Seconds allowed from then until the result.
+
+        Returns:
+            The task's result, or ``{"status": "timeout" | "crash", "error": ...}``; always with
+            ``worker_spawn_s`` (seconds spent starting a worker for this task, 0 when warm)
+            and ``wall_s``.
+        """
+        for name, value in (
+            ("compile_timeout_s", compile_timeout_s),
+            ("run_timeout_s", run_timeout_s),
+        ):
+            if not value > 0:
+                raise ValueError(f"`{name}` must be > 0, got {name}={value}")
+        t0 = time.perf_counter()
+        spawn_s = 0.0 if self.pid is not None else self._spawn()
+        result = self._run(target, payload, compile_timeout_s, run_timeout_s)
+        restart = result.pop("restart", False)
+        if restart or result.get("status") not in _KEEP_WARM:
+            self.close()
+        result["worker_spawn_s"] = spawn_s
+        result["wall_s"] = time.perf_counter() - t0
+        return result
+
+    def _run(
+        self, target: str, payload: Any, compile_timeout_s: float, run_timeout_s: float
+    ) -> dict[str, Any]:
+        assert self._send is not None
+        try:
+            self._send.send(("task", target, payload))
+        except (BrokenPipeError, OSError):
+            return _failure("crash", _describe_exit(self._reap()))
+        phase, limit = "compile", compile_timeout_s
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                msg = self._wait(deadline)
+            except (EOFError, OSError):
+                return _failure("crash", _describe_exit(self._reap()))
+            if msg is None:
+                self.close()
+                return _failure("timeout", f"{phase} exceeded its timeout of {limit} s; killed")
+            if msg[0] == "phase":
+                phase, limit = "run", run_timeout_s
+                deadline = time.monotonic() + limit
+            elif msg[0] == "result":
+                result = msg[1]
+                if not isinstance(result, dict) or result.get("status") not in STATUSES:
+                    return _failure(
+                        "crash", f"task {target} returned {result!r}, not a status dict"
+                    )
+                return dict(result)
+
+    def _reap(self) -> int | None:
+        """Wait briefly for a dead worker's exit code, then clean up."""
+        proc = self._proc
+        code = None
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+        self.close()
+        return code
+
+    def close(self) -> None:
+        """Stop the worker (killing it with its process group) and release its pipes."""
+        proc, self._proc = self._proc, None
+        for conn in (self._send, self._recv):
+            if conn is not None:
+                conn.close()
+        self._send = self._recv = None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+_WORKERS: dict[tuple[tuple[str, str], ...], IsolatedWorker] = {}
+
+
+def run_isolated(
+    target: str,
+    payload: Any,
+    *,
+    compile_timeout_s: float,
+    run_timeout_s: float,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run a task in this process's warm worker for `env` (started on first use).
+
+    The worker is keyed by `env` and ``CUDA_VISIBLE_DEVICES``, so a Ray actor reused for a trial
+    on another GPU gets a worker that sees that GPU.
+
+    Args:
+        target: ``"package.module:function"`` of the task.
+        payload: Picklable argument of the task.
+        compile_timeout_s: Seconds allowed for compilation.
+        run_timeout_s: Seconds allowed for checking and benchmarking.
+        env: Extra environment variables for the worker.
+
+    Returns:
+        The result dict (see `IsolatedWorker.run`).
+    """
+    full_env = dict(env or {})
+    full_env.setdefault("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    if not full_env["CUDA_VISIBLE_DEVICES"]:
+        del full_env["CUDA_VISIBLE_DEVICES"]
+    key = tuple(sorted(full_env.items()))
+    worker = _WORKERS.get(key)
+    if worker is None:
+        worker = _WORKERS[key] = IsolatedWorker(env=full_env)
+    return worker.run(
+        target, payload, compile_timeout_s=compile_timeout_s, run_timeout_s=run_timeout_s
+    )
+
+
+@atexit.register
+def _close_all() -> None:
+    for worker in _WORKERS.values():
+        worker.close()
+
+
+def _resolve(target: str) -> Callable[..., Any]:
+    module, sep, name = target.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(
+            f"`target` must look like 'package.module:function', got target={target!r}"
+        )
+    fn: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return fn
+
+
+def _serve(recv: Connection, send: Connection) -> None:
+    """The worker's loop: run tasks until told to stop or the parent goes away."""
+    send.send(("ready", os.getpid()))
+
+    def progress(phase: str) -> None:
+        send.send(("phase", phase))
+
+    while True:
+        try:
+            msg = recv.recv()
+        except EOFError:  # the parent died or closed the pipe
+            return
+        _, target, payload = msg
+        try:
+            result = _resolve(target)(payload, progress)
+        except BaseException as exc:  # any escape means an unknown state: report, then retire
+            result = {"status": "crash", "error": f"{type(exc).__name__}: {exc}", "restart": True}
+        send.send(("result", result))
+        if isinstance(result, dict) and result.get("restart"):
+            return
+
+
+if __name__ == "__main__":
+    _serve(
+        Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False)
+    )

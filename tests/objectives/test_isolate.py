@@ -1,0 +1,90 @@
+"""Tests of the isolated worker: timeouts, crashes and warm reuse."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from objectives._isolate import IsolatedWorker
+from objectives._isolate import run_isolated
+
+T = "tests.objectives.isolate_targets"
+
+
+@pytest.fixture
+def worker():
+    w = IsolatedWorker()
+    yield w
+    w.close()
+
+
+def test_ok_result_and_warm_reuse(worker):
+    first = worker.run(f"{T}:echo", {"x": 1}, compile_timeout_s=30, run_timeout_s=30)
+    second = worker.run(f"{T}:echo", [2], compile_timeout_s=30, run_timeout_s=30)
+    assert first["status"] == "ok" and first["payload"] == {"x": 1}
+    assert second["payload"] == [2]
+    assert first["pid"] == second["pid"] != os.getpid()
+    assert first["worker_spawn_s"] > 0 and second["worker_spawn_s"] == 0
+    assert worker.spawns == 1
+
+
+def test_wrong_result_keeps_worker(worker):
+    a = worker.run(f"{T}:wrong", None, compile_timeout_s=30, run_timeout_s=30)
+    b = worker.run(f"{T}:echo", None, compile_timeout_s=30, run_timeout_s=30)
+    assert a["status"] == "wrong_result" and a["error"] == "3 elements differ"
+    assert a["pid"] == b["pid"]
+
+
+def test_compile_hang_is_killed_and_worker_replaced(worker):
+    worker.run(f"{T}:echo", None, compile_timeout_s=30, run_timeout_s=30)
+    old_pid = worker.pid
+    t0 = time.monotonic()
+    res = worker.run(f"{T}:hang_compile", 60.0, compile_timeout_s=1.0, run_timeout_s=30)
+    assert time.monotonic() - t0 < 10
+    assert res["status"] == "timeout" and "compile" in res["error"]
+    assert worker.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(old_pid, 0)
+    after = worker.run(f"{T}:echo", None, compile_timeout_s=30, run_timeout_s=30)
+    assert after["status"] == "ok" and after["pid"] != old_pid
+
+
+def test_run_hang_uses_run_timeout(worker):
+    res = worker.run(f"{T}:hang_run", 60.0, compile_timeout_s=30, run_timeout_s=1.0)
+    assert res["status"] == "timeout" and res["error"].startswith("run exceeded")
+
+
+def test_segfault_is_a_crash_with_signal(worker):
+    res = worker.run(f"{T}:segfault", None, compile_timeout_s=30, run_timeout_s=30)
+    assert res["status"] == "crash" and "SIGSEGV" in res["error"]
+    assert worker.run(f"{T}:echo", 1, compile_timeout_s=30, run_timeout_s=30)["status"] == "ok"
+    assert worker.spawns == 2
+
+
+def test_exception_is_a_crash_and_retires_worker(worker):
+    worker.run(f"{T}:echo", None, compile_timeout_s=30, run_timeout_s=30)
+    old_pid = worker.pid
+    res = worker.run(f"{T}:raise_error", None, compile_timeout_s=30, run_timeout_s=30)
+    assert res["status"] == "crash" and "illegal memory access" in res["error"]
+    assert "restart" not in res
+    assert worker.run(f"{T}:echo", None, compile_timeout_s=30, run_timeout_s=30)["pid"] != old_pid
+
+
+def test_non_dict_result_is_a_crash(worker):
+    res = worker.run(f"{T}:bad_result", None, compile_timeout_s=30, run_timeout_s=30)
+    assert res["status"] == "crash" and "42" in res["error"]
+
+
+@pytest.mark.parametrize("bad", [0, -1.0])
+def test_timeouts_must_be_positive(worker, bad):
+    with pytest.raises(ValueError, match="compile_timeout_s"):
+        worker.run(f"{T}:echo", None, compile_timeout_s=bad, run_timeout_s=1)
+
+
+def test_run_isolated_keys_workers_by_env():
+    a = run_isolated(f"{T}:echo", 0, compile_timeout_s=30, run_timeout_s=30, env={"K": "1"})
+    b = run_isolated(f"{T}:echo", 0, compile_timeout_s=30, run_timeout_s=30, env={"K": "1"})
+    c = run_isolated(f"{T}:echo", 0, compile_timeout_s=30, run_timeout_s=30, env={"K": "2"})
+    assert a["pid"] == b["pid"] != c["pid"]
