@@ -1,0 +1,640 @@
+"""The ask/tell engine loop shared by every strategy.
+
+A strategy fills in three hooks that sit together at the bottom of `Engine`:
+
+- `_survive(records, n)`: which evaluated candidates form the next population (best first);
+- `_parent_ranks(population)`: a rank per survivor for tournament selection (lower is better);
+- `_validate_objectives()`: whether the strategy handles this many objectives.
+
+The base owns everything else: the first generation (warm start + random sampling), variation
+(crossover, mutation, constraint repair), duplicate elimination against the archive, failures,
+refilling generations with too few passing candidates, steady-state mode, budgets, results and
+state (pymoo `core/algorithm.py`: ask/tell with hooks in one place).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import asdict
+from dataclasses import dataclass
+from typing import Any
+from typing import ClassVar
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel
+from pydantic import ConfigDict
+from pydantic import Field
+from pydantic import model_validator
+from pymoo.core.population import Population
+
+from ciq_tune.engine.operators import FeasibilityRepair
+from ciq_tune.engine.operators import ParameterMutation
+from ciq_tune.engine.operators import SpaceProblem
+from ciq_tune.engine.operators import SpaceSampling
+from ciq_tune.engine.operators import UniformGeneCrossover
+from ciq_tune.errors import EngineError
+from ciq_tune.errors import SpaceError
+from ciq_tune.errors import StateError
+from ciq_tune.results import OK
+from ciq_tune.results import EvaluationRecord
+from ciq_tune.results import Objective
+from ciq_tune.results import SearchResults
+from ciq_tune.space import SearchSpace
+from ciq_tune.space.space import MAX_ENUMERATION
+from ciq_tune.space.space import Genes
+
+STATE_SCHEMA = 1
+# Attempts at producing a child not seen before, before falling back to a random candidate.
+UNIQUE_CHILD_TRIES = 30
+# Random draws tried for an unseen candidate before enumerating the rest of a finite space.
+UNIQUE_RANDOM_TRIES = 200
+
+DEFAULT_GENERATIONS = 10
+
+
+class Budget(BaseModel):
+    """When the engine stops proposing candidates. Every limit is optional; the first one
+    reached ends the search.
+
+    Args:
+        max_generations: generations (pools of `pool_size` evaluations) to run.
+        max_evaluations: unique evaluations, failed ones included.
+        max_time_s: wall-clock seconds since the engine started (kept across restore).
+        stagnation_generations: stop after this many generations without improvement.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_generations: int | None = Field(default=None, ge=1)
+    max_evaluations: int | None = Field(default=None, ge=1)
+    max_time_s: float | None = Field(default=None, gt=0)
+    stagnation_generations: int | None = Field(default=None, ge=1)
+
+
+class EngineConfig(BaseModel):
+    """Settings shared by the evolutionary strategies; each strategy has its own subclass and
+    `*_DEFAULTS`.
+
+    Args:
+        pool_size: candidates per generation (CompileIQ's `pool_size`).
+        survivors: population kept between generations (default: `pool_size`).
+        mutation_prob: per-gene mutation probability (default: max(1/n_params, 0.1)).
+        crossover_prob: probability that a pair of parents is recombined.
+        steady_state: propose a new candidate whenever a worker is free instead of waiting for
+            the slowest evaluation of the generation.
+        min_pass_fraction: a generation in which fewer candidates than this fraction of
+            `pool_size` pass is refilled with new candidates (up to `max_refills` times).
+        max_refills: refills allowed per generation.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pool_size: int = Field(default=16, ge=2)
+    survivors: int | None = Field(default=None, ge=2)
+    mutation_prob: float | None = Field(default=None, gt=0, le=1)
+    crossover_prob: float = Field(default=0.9, ge=0, le=1)
+    steady_state: bool = False
+    min_pass_fraction: float = Field(default=0.25, ge=0, le=1)
+    max_refills: int = Field(default=1, ge=0)
+
+    @model_validator(mode="after")
+    def _survivors_fit(self) -> EngineConfig:
+        if self.survivors is not None and self.survivors > 4 * self.pool_size:
+            raise ValueError(
+                f"`survivors` must be at most 4 x pool_size, got survivors={self.survivors}, "
+                f"pool_size={self.pool_size}"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A configuration handed out for evaluation."""
+
+    id: int
+    config: Any
+    genes: Genes
+    generation: int
+    key: str
+    origin: Literal["baseline", "initial", "random", "offspring"]
+
+
+class Engine:
+    """Ask/tell search over a `SearchSpace` (see the module docstring for the hooks).
+
+    Args:
+        space: the search space (a `SearchSpace` or a spec dict).
+        objectives: what to optimise, each with its own direction.
+        config: the strategy's settings (its `config_model`); defaults if None.
+        budget: when to stop; `Budget(max_generations=10)` if None.
+        seed: seed of the engine's one random generator (same seed → same candidates).
+        initial_points: configurations evaluated in the first generation (warm start);
+            missing parameters take their defaults.
+        baseline: a configuration evaluated first and marked as the baseline, or "default"
+            for every parameter's default (knocked-out options not passed).
+    """
+
+    name: ClassVar[str] = "base"
+    config_model: ClassVar[type[EngineConfig]] = EngineConfig
+
+    def __init__(
+        self,
+        space: SearchSpace | Mapping[str, Any],
+        objectives: Sequence[Objective | str],
+        *,
+        config: EngineConfig | Mapping[str, Any] | None = None,
+        budget: Budget | None = None,
+        seed: int | None = None,
+        initial_points: Sequence[Any] = (),
+        baseline: Any = None,
+    ) -> None:
+        self.space = space if isinstance(space, SearchSpace) else SearchSpace(space)
+        self.objectives = _objectives(objectives)
+        self._validate_objectives()
+        if isinstance(config, Mapping) or config is None:
+            config = self.config_model(**dict(config or {}))
+        if not isinstance(config, self.config_model):
+            raise EngineError(
+                f"`config` must be a {self.config_model.__name__} for strategy {self.name!r}, "
+                f"got {type(config).__name__}"
+            )
+        self.config = config
+        self.budget = budget if budget is not None else Budget(max_generations=DEFAULT_GENERATIONS)
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.problem = SpaceProblem(self.space, n_obj=len(self.objectives))
+        gene_prob = config.mutation_prob or max(1.0 / len(self.space), 0.1)
+        self.mutation = ParameterMutation(gene_prob)
+        self.crossover = UniformGeneCrossover(prob=config.crossover_prob)
+        self.repair = FeasibilityRepair(self.mutation)
+        self.sampling = SpaceSampling()
+
+        self.generation = 0
+        self._next_id = 0
+        self._queue: list[Candidate] = []
+        self._pending: dict[int, Candidate] = {}
+        self._records: list[EvaluationRecord] = []
+        self._seen: set[str] = set()
+        self._population: list[EvaluationRecord] = []
+        self._generation_ok = 0
+        self._generation_created = 0
+        self._refills = 0
+        self._stagnant = 0
+        self._improved = False
+        self._front: list[np.ndarray] = []
+        self._started = False
+        self._exhausted = False
+        self._elapsed_before = 0.0
+        self._clock_start = time.monotonic()
+        self._warm_start = self._encode_warm_start(initial_points, baseline)
+
+    # -- public API ----------------------------------------------------------------------------
+    def ask(self) -> Candidate | None:
+        """The next candidate to evaluate, or None when the engine must wait for results (only
+        while candidates are out) or the budget is spent (then `finished` once all are told)."""
+        if self.stop_reason is not None:
+            return None
+        if not self._queue:
+            self._refill_queue()
+        if not self._queue or self.stop_reason is not None:
+            return None
+        candidate = self._queue.pop(0)
+        self._pending[candidate.id] = candidate
+        return candidate
+
+    def tell(
+        self,
+        candidate_id: int,
+        values: float | Sequence[float] | Mapping[str, float] | None,
+        *,
+        status: str = OK,
+        info: Mapping[str, Any] | None = None,
+    ) -> EvaluationRecord:
+        """Record the outcome of a candidate.
+
+        Args:
+            candidate_id: the `Candidate.id` handed out by `ask`.
+            values: objective values (a number for one objective, a sequence in objective
+                order, or a mapping by objective name); None for a failure.
+            status: "ok", or a failure reason ("error", "timeout", "compile_error", …).
+                Missing, NaN or infinite values turn "ok" into "invalid_result".
+            info: extra data kept with the record (logs, statistics).
+        """
+        candidate = self._pending.pop(candidate_id, None)
+        if candidate is None:
+            told = any(r.candidate_id == candidate_id for r in self._records)
+            raise EngineError(
+                f"candidate {candidate_id} was "
+                + ("already told" if told else "never handed out by ask()")
+            )
+        parsed, status = self._parse_values(values, status)
+        record = EvaluationRecord(
+            candidate_id=candidate.id,
+            generation=candidate.generation,
+            config=candidate.config,
+            genes=candidate.genes,
+            key=candidate.key,
+            origin=candidate.origin,
+            status=status,
+            values=parsed,
+            elapsed_s=self.elapsed_s,
+            info=dict(info or {}),
+        )
+        if record.ok and self._is_improvement(record):
+            self._improved = True
+        self._records.append(record)
+        if record.ok and candidate.generation == self.generation:
+            self._generation_ok += 1
+        if self.config.steady_state:
+            self._tell_steady(record)
+        return record
+
+    @property
+    def finished(self) -> bool:
+        """True once the budget is spent (or the space exhausted) and nothing is out.
+
+        When nothing is out, this closes a completed generation first, so that `ask()` returns
+        a candidate whenever `finished` is False and no candidate is pending.
+        """
+        if not self._pending and not self._queue and self.stop_reason is None:
+            self._refill_queue()
+        return self.stop_reason is not None and not self._pending
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the engine proposes no more candidates, or None while it does."""
+        budget = self.budget
+        asked = len(self._records) + len(self._pending)
+        if self._exhausted:
+            return "every feasible configuration has been evaluated"
+        if budget.max_evaluations is not None and asked >= budget.max_evaluations:
+            return f"max_evaluations={budget.max_evaluations} reached"
+        if budget.max_generations is not None:
+            if self.config.steady_state:
+                if asked >= budget.max_generations * self.config.pool_size:
+                    return f"max_generations={budget.max_generations} reached"
+            elif self.generation >= budget.max_generations:
+                return f"max_generations={budget.max_generations} reached"
+        if budget.max_time_s is not None and self.elapsed_s >= budget.max_time_s:
+            return f"max_time_s={budget.max_time_s} reached"
+        stagnation = budget.stagnation_generations
+        if stagnation is not None and self._stagnant >= stagnation:
+            return f"no improvement in {stagnation} generations"
+        return None
+
+    @property
+    def elapsed_s(self) -> float:
+        return self._elapsed_before + time.monotonic() - self._clock_start
+
+    @property
+    def pending(self) -> list[Candidate]:
+        return list(self._pending.values())
+
+    @property
+    def records(self) -> list[EvaluationRecord]:
+        return list(self._records)
+
+    def result(self) -> SearchResults:
+        """Every evaluation so far, with the best configuration and the Pareto front."""
+        return SearchResults(self.objectives, self._records)
+
+    # -- state ---------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        """JSON-safe state; `Engine.from_state` resumes exactly (pending candidates included)."""
+        return {
+            "schema": STATE_SCHEMA,
+            "strategy": self.name,
+            "space": self.space.to_dict(),
+            "objectives": [o.model_dump() for o in self.objectives],
+            "config": self.config.model_dump(),
+            "budget": self.budget.model_dump(),
+            "seed": self.seed,
+            "rng": self.rng.bit_generator.state,
+            "generation": self.generation,
+            "next_id": self._next_id,
+            "queue": [_candidate_to_json(c) for c in self._queue],
+            "pending": [_candidate_to_json(c) for c in self._pending.values()],
+            "records": [r.to_json() for r in self._records],
+            "population": [r.candidate_id for r in self._population],
+            "generation_ok": self._generation_ok,
+            "generation_created": self._generation_created,
+            "refills": self._refills,
+            "stagnant": self._stagnant,
+            "improved": self._improved,
+            "started": self._started,
+            "exhausted": self._exhausted,
+            "elapsed_s": self.elapsed_s,
+            "warm_start": [[list(g), origin] for g, origin in self._warm_start],
+            "strategy_state": self._strategy_state(),
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], *, space: SearchSpace | None = None) -> Engine:
+        """Rebuild an engine from `get_state()` output (of any registered strategy)."""
+        from ciq_tune.engine import STRATEGIES
+
+        if state.get("schema") != STATE_SCHEMA:
+            raise StateError(
+                f"engine state has schema {state.get('schema')!r}; this version reads "
+                f"{STATE_SCHEMA}"
+            )
+        strategy = STRATEGIES.get(state.get("strategy", ""))
+        if strategy is None:
+            raise StateError(f"engine state names unknown strategy {state.get('strategy')!r}")
+        engine = strategy(
+            space if space is not None else SearchSpace.from_dict(state["space"]),
+            [Objective(**o) for o in state["objectives"]],
+            config=strategy.config_model(**state["config"]),
+            budget=Budget(**state["budget"]),
+            seed=state["seed"],
+        )
+        engine._load_state(state)
+        return engine
+
+    def _load_state(self, state: Mapping[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.generation = state["generation"]
+        self._next_id = state["next_id"]
+        self._queue = [_candidate_from_json(c) for c in state["queue"]]
+        self._pending = {c.id: c for c in map(_candidate_from_json, state["pending"])}
+        self._records = [EvaluationRecord.from_json(r) for r in state["records"]]
+        by_id = {r.candidate_id: r for r in self._records}
+        self._population = [by_id[i] for i in state["population"]]
+        self._seen = {r.key for r in self._records}
+        self._front = []
+        for record in self._records:
+            if record.ok:
+                self._is_improvement(record)
+        self._seen.update(c.key for c in [*self._queue, *self._pending.values()])
+        self._generation_ok = state["generation_ok"]
+        self._generation_created = state["generation_created"]
+        self._refills = state["refills"]
+        self._stagnant = state["stagnant"]
+        self._improved = state["improved"]
+        self._started = state["started"]
+        self._exhausted = state["exhausted"]
+        self._elapsed_before = state["elapsed_s"]
+        self._clock_start = time.monotonic()
+        self._warm_start = [(tuple(g), origin) for g, origin in state["warm_start"]]
+        self._load_strategy_state(state.get("strategy_state", {}))
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _refill_queue(self) -> None:
+        if not self._started:
+            self._started = True
+            self._start_generation(self._first_generation())
+        elif self.config.steady_state:
+            if len(self._population) >= 2:
+                self._queue.extend(self._offspring(1))
+            else:
+                self._queue.extend(self._random_candidates(1))
+        elif not self._pending:
+            self._end_generation()
+
+    def _end_generation(self) -> None:
+        """All candidates of the generation are told: refill it or move to the next one."""
+        enough = math.ceil(self.config.min_pass_fraction * self.config.pool_size)
+        if self._generation_ok < enough and self._refills < self.config.max_refills:
+            self._refills += 1
+            missing = self.config.pool_size - self._generation_ok
+            self._queue.extend(self._variation_or_random(missing))
+            if self._queue:
+                return
+        current = [r for r in self._records if r.generation == self.generation and r.ok]
+        self._population = self._survive(self._population + current, self._n_survivors())
+        self._close_generation()
+        if self.stop_reason is None:
+            self._start_generation(self._variation_or_random(self.config.pool_size))
+
+    def _tell_steady(self, record: EvaluationRecord) -> None:
+        if record.ok:
+            self._population = self._survive([*self._population, record], self._n_survivors())
+        if len(self._records) % self.config.pool_size == 0:
+            self._close_generation()
+
+    def _close_generation(self) -> None:
+        self._stagnant = 0 if self._improved else self._stagnant + 1
+        self._improved = False
+        self.generation += 1
+        self._generation_ok = 0
+        self._refills = 0
+
+    def _start_generation(self, candidates: list[Candidate]) -> None:
+        self._generation_created = len(candidates)
+        self._queue.extend(candidates)
+        if not candidates:
+            self._exhausted = True
+
+    def _first_generation(self) -> list[Candidate]:
+        first: list[Candidate] = []
+        for genes, origin in self._warm_start:
+            candidate = self._make_candidate(genes, origin)  # type: ignore[arg-type]
+            if candidate is not None:
+                first.append(candidate)
+        missing = max(self.config.pool_size - len(first), 0)
+        return first + self._random_candidates(missing)
+
+    def _variation_or_random(self, n: int) -> list[Candidate]:
+        if len(self._population) >= 2:
+            return self._offspring(n)
+        return self._random_candidates(n)
+
+    def _offspring(self, n: int) -> list[Candidate]:
+        """`n` new, feasible, never-seen children of tournament-selected parents."""
+        n_matings = math.ceil(n / 2)
+        ranks = self._parent_ranks(self._population)
+        parents = np.array([[self._tournament(ranks) for _ in range(2)] for _ in range(n_matings)])
+        pop = Population.new("X", np.array([list(r.genes) for r in self._population], dtype=object))
+        children = self.crossover.do(self.problem, pop, parents, random_state=self.rng)
+        children = self.mutation.do(self.problem, children, random_state=self.rng)
+        children = self.repair.do(self.problem, children, random_state=self.rng)
+        out: list[Candidate] = []
+        for genes in children.get("X")[:n]:
+            candidate = self._unique_child(tuple(genes))
+            if candidate is None:
+                break
+            out.append(candidate)
+        return out
+
+    def _unique_child(self, genes: Genes) -> Candidate | None:
+        """The child itself if unseen, else further mutations of it, else a random candidate."""
+        row = np.array([list(genes)], dtype=object)
+        for _ in range(UNIQUE_CHILD_TRIES):
+            candidate = self._make_candidate(tuple(row[0]), "offspring")
+            if candidate is not None:
+                return candidate
+            row = self.mutation._do(self.problem, row, random_state=self.rng)
+            row = self.repair._do(self.problem, row, random_state=self.rng)
+        randoms = self._random_candidates(1)
+        return randoms[0] if randoms else None
+
+    def _random_candidates(self, n: int) -> list[Candidate]:
+        out: list[Candidate] = []
+        if n <= 0:
+            return out
+        samples = self.sampling.do(self.problem, n, random_state=self.rng).get("X")
+        for genes in samples:
+            candidate = self._make_candidate(tuple(genes), "random")
+            if candidate is None:
+                candidate = self._unseen_random()
+            if candidate is None:
+                self._exhausted = not self._pending and not self._queue and not out
+                break
+            out.append(candidate)
+        return out
+
+    def _unseen_random(self) -> Candidate | None:
+        for _ in range(UNIQUE_RANDOM_TRIES):
+            candidate = self._make_candidate(self.space.sample_genes(self.rng), "random")
+            if candidate is not None:
+                return candidate
+        if self.space.cardinality() <= MAX_ENUMERATION:
+            for genes in self.space.iter_genes():
+                candidate = self._make_candidate(genes, "random")
+                if candidate is not None:
+                    return candidate
+        return None
+
+    def _make_candidate(self, genes: Genes, origin: str) -> Candidate | None:
+        """A new candidate, or None if its configuration was already proposed."""
+        key = self.space.key(genes)
+        if key in self._seen:
+            return None
+        self._seen.add(key)
+        candidate = Candidate(
+            id=self._next_id,
+            config=self.space.decode(genes),
+            genes=tuple(_plain(g) for g in genes),
+            generation=self.generation,
+            key=key,
+            origin=origin,  # type: ignore[arg-type]
+        )
+        self._next_id += 1
+        return candidate
+
+    def _tournament(self, ranks: np.ndarray) -> int:
+        """Binary tournament: the better-ranked of two random survivors."""
+        a, b = self.rng.integers(len(ranks), size=2)
+        return int(a if ranks[a] <= ranks[b] else b)
+
+    def _n_survivors(self) -> int:
+        return self.config.survivors or self.config.pool_size
+
+    # -- values --------------------------------------------------------------------------------
+    def _parse_values(
+        self, values: float | Sequence[float] | Mapping[str, float] | None, status: str
+    ) -> tuple[dict[str, float] | None, str]:
+        if status != OK or values is None:
+            return None, status if status != OK else "invalid_result"
+        names = [o.name for o in self.objectives]
+        if isinstance(values, Mapping):
+            if any(n not in values for n in names):
+                return None, "invalid_result"
+            raw = [values[n] for n in names]
+        elif isinstance(values, (int, float, np.number)):
+            raw = [values]
+        else:
+            raw = list(values)
+        if len(raw) != len(names):
+            raise EngineError(
+                f"expected {len(names)} objective values ({names}), got {len(raw)}: {values!r}"
+            )
+        try:
+            parsed = {n: float(v) for n, v in zip(names, raw, strict=True)}
+        except (TypeError, ValueError):
+            return None, "invalid_result"
+        if not all(math.isfinite(v) for v in parsed.values()):
+            return None, "invalid_result"
+        return parsed, OK
+
+    def _is_improvement(self, record: EvaluationRecord) -> bool:
+        """A new best value (one objective) or a point that no earlier one dominates (several);
+        keeps the non-dominated front of minimised values up to date."""
+        new = record.minimised(self.objectives)
+        if any(np.all(old <= new) for old in self._front):
+            return False
+        self._front = [old for old in self._front if not np.all(new <= old)] + [new]
+        return True
+
+    def _encode_warm_start(
+        self, initial_points: Sequence[Any], baseline: Any
+    ) -> list[tuple[Genes, str]]:
+        points: list[tuple[Genes, str]] = []
+        if baseline is not None:
+            genes = (
+                self.space.default_genes()
+                if isinstance(baseline, str) and baseline == "default"
+                else self._encode_point(baseline, "baseline")
+            )
+            points.append((genes, "baseline"))
+        for point in initial_points:
+            points.append((self._encode_point(point, "initial_points"), "initial"))
+        return points
+
+    def _encode_point(self, point: Any, what: str) -> Genes:
+        try:
+            genes = self.space.encode(point, fill_defaults=True)
+        except SpaceError as exc:
+            raise SpaceError(f"`{what}`: {exc}") from exc
+        if not self.space.is_feasible(genes):
+            raise SpaceError(f"`{what}`: {point!r} breaks the space's constraints")
+        return genes
+
+    def as_population(self, records: Sequence[EvaluationRecord]) -> Population:
+        """A pymoo population of successful records (F minimised, `index` into `records`)."""
+        F = np.array([r.minimised(self.objectives) for r in records], dtype=float)
+        pop = Population.new("X", np.array([list(r.genes) for r in records], dtype=object))
+        pop.set("F", F.reshape(len(records), len(self.objectives)))
+        pop.set("index", np.arange(len(records)))
+        return pop
+
+    # -- strategy hooks ------------------------------------------------------------------------
+    def _validate_objectives(self) -> None:
+        """Raise `EngineError` when the strategy cannot handle `self.objectives`."""
+
+    def _survive(self, records: list[EvaluationRecord], n: int) -> list[EvaluationRecord]:
+        """The `n` records that survive into the next population, best first."""
+        raise EngineError(f"strategy {self.name!r} does not implement survival")
+
+    def _parent_ranks(self, population: list[EvaluationRecord]) -> np.ndarray:
+        """A rank per survivor for tournament selection (lower is better); by default the
+        survivors' order."""
+        return np.arange(len(population))
+
+    def _strategy_state(self) -> dict[str, Any]:
+        """Extra JSON-safe state of the strategy (e.g. NSGA-III's ideal point)."""
+        return {}
+
+    def _load_strategy_state(self, state: Mapping[str, Any]) -> None:
+        """Inverse of `_strategy_state`."""
+
+
+def _objectives(objectives: Sequence[Objective | str]) -> list[Objective]:
+    if isinstance(objectives, (str, Objective)):
+        objectives = [objectives]
+    parsed = [o if isinstance(o, Objective) else Objective(name=o) for o in objectives]
+    if not parsed:
+        raise EngineError("give at least one objective, e.g. objectives=[Objective('time_ms')]")
+    names = [o.name for o in parsed]
+    if len(set(names)) != len(names):
+        raise EngineError(f"objective names must be unique, got {names}")
+    return parsed
+
+
+def _plain(gene: Any) -> Any:
+    """numpy scalars → Python scalars, so that state and records are JSON-safe."""
+    return gene.item() if isinstance(gene, np.generic) else gene
+
+
+def _candidate_to_json(candidate: Candidate) -> dict[str, Any]:
+    data = asdict(candidate)
+    data["genes"] = list(candidate.genes)
+    return data
+
+
+def _candidate_from_json(data: Mapping[str, Any]) -> Candidate:
+    return Candidate(**{**data, "genes": tuple(data["genes"])})

@@ -1,0 +1,51 @@
+"""GA: a (μ + λ) genetic algorithm for one objective.
+
+Binary tournament selection, uniform crossover, per-parameter mutation and constraint repair
+(`engine/operators.py`); survivors are the best of parents and children by fitness
+(pymoo `FitnessSurvival`, as in pymoo's `GA`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from typing import ClassVar
+
+from pymoo.algorithms.soo.nonconvex.ga import FitnessSurvival
+
+from ciq_tune.engine.base import Engine
+from ciq_tune.engine.base import EngineConfig
+from ciq_tune.errors import EngineError
+from ciq_tune.results import EvaluationRecord
+
+GA_DEFAULTS: dict[str, Any] = {
+    "pool_size": 16,
+    "survivors": None,
+    "mutation_prob": None,
+    "crossover_prob": 0.9,
+    "steady_state": False,
+    "min_pass_fraction": 0.25,
+    "max_refills": 1,
+}
+
+
+class GAConfig(EngineConfig):
+    """Settings of `GA` (see `EngineConfig`); defaults in `GA_DEFAULTS`."""
+
+
+class GA(Engine):
+    """Genetic algorithm for a single objective."""
+
+    name: ClassVar[str] = "ga"
+    config_model: ClassVar[type[EngineConfig]] = GAConfig
+
+    def _validate_objectives(self) -> None:
+        if len(self.objectives) != 1:
+            raise EngineError(
+                f"strategy 'ga' optimises one objective, got {len(self.objectives)} "
+                f"({[o.name for o in self.objectives]}); use 'nsga2' or 'nsga3'"
+            )
+
+    def _survive(self, records: list[EvaluationRecord], n: int) -> list[EvaluationRecord]:
+        pop = self.as_population(records)
+        survivors = FitnessSurvival().do(self.problem, pop, n_survive=n, random_state=self.rng)
+        return [records[i] for i in survivors.get("index")]

@@ -1,0 +1,24 @@
+"""Random search: feasible, never-repeated random configurations (a baseline for the others)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ciq_tune.engine.base import Engine
+from ciq_tune.engine.base import EngineConfig
+from ciq_tune.results import EvaluationRecord
+
+
+class RandomConfig(EngineConfig):
+    """Settings of `RandomSearch`; only `pool_size` (the batch size) matters."""
+
+
+class RandomSearch(Engine):
+    """Uniform sampling of the feasible space without repeats; any number of objectives."""
+
+    name: ClassVar[str] = "random"
+    config_model: ClassVar[type[EngineConfig]] = RandomConfig
+
+    def _survive(self, records: list[EvaluationRecord], n: int) -> list[EvaluationRecord]:
+        # No population: with fewer than two survivors the base always samples at random.
+        return []

@@ -1,0 +1,206 @@
+"""Evaluation records and search results: best configuration, Pareto front, tables."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel
+from pydantic import ConfigDict
+from pydantic import Field
+
+from ciq_tune.errors import EngineError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+OK = "ok"
+"""Status of a successful evaluation; any other status is a failure reason."""
+
+
+class Objective(BaseModel):
+    """One objective: a metric name, its direction and its weight when several are combined."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    mode: Literal["min", "max"] = "min"
+    weight: float = Field(default=1.0, gt=0)
+
+    @property
+    def sign(self) -> float:
+        """+1 for "min", -1 for "max": multiplying by it turns every objective into a minimum."""
+        return 1.0 if self.mode == "min" else -1.0
+
+
+@dataclass(frozen=True)
+class EvaluationRecord:
+    """One evaluated candidate: its configuration, status and objective values."""
+
+    candidate_id: int
+    generation: int
+    config: Any
+    genes: tuple[Any, ...]
+    key: str
+    origin: str
+    status: str
+    values: dict[str, float] | None
+    elapsed_s: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def minimised(self, objectives: Sequence[Objective]) -> np.ndarray:
+        """Objective values signed so that lower is better for every objective."""
+        if self.values is None:
+            raise EngineError(f"candidate {self.candidate_id} failed ({self.status}): no values")
+        return np.array([o.sign * self.values[o.name] for o in objectives])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "candidate_id": self.candidate_id,
+            "generation": self.generation,
+            "config": self.config,
+            "genes": list(self.genes),
+            "key": self.key,
+            "origin": self.origin,
+            "status": self.status,
+            "values": self.values,
+            "elapsed_s": self.elapsed_s,
+            "info": _json_safe_info(self.info),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvaluationRecord:
+        return cls(**{**data, "genes": tuple(data["genes"])})
+
+
+class SearchResults:
+    """All evaluations of a search, with the best configuration and the Pareto front.
+
+    Args:
+        objectives: the search's objectives (directions and weights).
+        records: every evaluation, failed ones included, in the order they were told.
+    """
+
+    def __init__(self, objectives: Sequence[Objective], records: Sequence[EvaluationRecord]):
+        self.objectives = list(objectives)
+        self.records = list(records)
+
+    @property
+    def ok_records(self) -> list[EvaluationRecord]:
+        return [r for r in self.records if r.ok]
+
+    def best(self, k: int = 1) -> list[EvaluationRecord]:
+        """The `k` best successful evaluations. With several objectives, the Pareto front is
+        ordered by the weighted sum of min-max normalised objectives."""
+        ok = self.ok_records
+        if not ok:
+            return []
+        scores = self._scalar_scores(ok)
+        order = np.argsort(scores, kind="stable")
+        return [ok[i] for i in order[:k]]
+
+    @property
+    def best_config(self) -> Any:
+        """Configuration of the best evaluation (None if nothing succeeded)."""
+        best = self.best(1)
+        return best[0].config if best else None
+
+    def pareto_front(self) -> list[EvaluationRecord]:
+        """Successful evaluations that no other successful evaluation dominates."""
+        ok = self.ok_records
+        if not ok:
+            return []
+        F = np.array([r.minimised(self.objectives) for r in ok])
+        dominated = np.zeros(len(ok), dtype=bool)
+        for i in range(len(ok)):
+            better_eq = np.all(F[i] >= F, axis=1)
+            strictly = np.any(F[i] > F, axis=1)
+            dominated[i] = bool(np.any(better_eq & strictly))
+        return [r for r, d in zip(ok, dominated, strict=True) if not d]
+
+    def _scalar_scores(self, records: Sequence[EvaluationRecord]) -> np.ndarray:
+        F = np.array([r.minimised(self.objectives) for r in records])
+        if F.shape[1] == 1:
+            return F[:, 0]
+        front = {r.candidate_id for r in self.pareto_front()}
+        low, high = F.min(axis=0), F.max(axis=0)
+        span = np.where(high > low, high - low, 1.0)
+        weights = np.array([o.weight for o in self.objectives])
+        scores = ((F - low) / span) @ weights
+        # Dominated points always rank after the front.
+        return np.array(
+            [
+                s if r.candidate_id in front else s + weights.sum() + 1
+                for r, s in zip(records, scores, strict=True)
+            ]
+        )
+
+    def table(self) -> pd.DataFrame:
+        """One row per evaluation: ids, status, objective values and `config/<key>` columns."""
+        import pandas as pd
+
+        rows = []
+        for r in self.records:
+            row: dict[str, Any] = {
+                "candidate_id": r.candidate_id,
+                "generation": r.generation,
+                "origin": r.origin,
+                "status": r.status,
+                "elapsed_s": r.elapsed_s,
+            }
+            for o in self.objectives:
+                row[o.name] = r.values[o.name] if r.values else np.nan
+            for key, value in _flatten(r.config).items():
+                row[f"config/{key}"] = value
+            row["config_json"] = json.dumps(r.config, sort_keys=True)
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def to_csv(self, path: str | Path) -> Path:
+        path = Path(path)
+        self.table().to_csv(path, index=False)
+        return path
+
+    def to_parquet(self, path: str | Path) -> Path:
+        path = Path(path)
+        self.table().to_parquet(path, index=False)
+        return path
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        best = self.best(1)
+        summary = f", best={best[0].values}" if best else ""
+        return f"SearchResults({len(self.records)} evaluations, {len(self.ok_records)} ok{summary})"
+
+
+def _flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(config, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in config.items():
+            out.update(_flatten(v, f"{prefix}{k}/"))
+        return out
+    if isinstance(config, list):
+        return {prefix.rstrip("/"): json.dumps(config)}
+    return {prefix.rstrip("/") or "value": config}
+
+
+def _json_safe_info(info: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        json.dumps(info)
+        return dict(info)
+    except (TypeError, ValueError):
+        return {k: repr(v) for k, v in info.items()}
