@@ -33,3 +33,15 @@ class CompileError(CiqTuneError):
 
 class BenchmarkTimeout(CiqTuneError):
     """A candidate's compile or run exceeded its time limit."""
+
+
+class DescriptionError(CiqTuneError, ValueError):
+    """A kernel description file is missing, unparsable, or has an invalid field."""
+
+
+class ControlsFileError(CiqTuneError, ValueError):
+    """A controls file is malformed, tampered with, or no longer matches the toolchain or kernel."""
+
+
+class ToolchainError(CiqTuneError, RuntimeError):
+    """A compiler is missing, cannot be run, or does not report a version we can read."""

@@ -1,0 +1,133 @@
+"""The public device-code options of nvcc as controls, with ptxas options forwarded by -Xptxas."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from ciq_tune.controls.catalog import Catalog
+from ciq_tune.controls.catalog import Control
+from ciq_tune.controls.catalog import parse_help
+from ciq_tune.controls.catalog import parse_version
+from ciq_tune.controls.catalog import probe
+from ciq_tune.controls.catalog import supported
+from ciq_tune.controls.ptxas import _resolve
+from ciq_tune.controls.ptxas import detect_ptxas
+from ciq_tune.errors import InvalidControl
+from ciq_tune.errors import ToolchainError
+
+NVCC_CONTROLS: tuple[Control, ...] = (
+    Control(
+        "use_fast_math",
+        "--use_fast_math",
+        (True,),
+        changes_numerics=True,
+        help="fast math library, implies ftz, approximate div/sqrt and FMA",
+    ),
+    Control(
+        "ftz",
+        "--ftz",
+        (True, False),
+        changes_numerics=True,
+        help="flush single-precision denormals to zero",
+    ),
+    Control(
+        "prec_div",
+        "--prec-div",
+        (True, False),
+        changes_numerics=True,
+        help="IEEE division (true) or a fast approximation (false)",
+    ),
+    Control(
+        "prec_sqrt",
+        "--prec-sqrt",
+        (True, False),
+        changes_numerics=True,
+        help="IEEE square root (true) or a fast approximation (false)",
+    ),
+    Control(
+        "fmad",
+        "--fmad",
+        (True, False),
+        changes_numerics=True,
+        help="contract multiply and add into FMA (default true)",
+    ),
+    Control(
+        "extra_device_vectorization",
+        "--extra-device-vectorization",
+        (True,),
+        help="more aggressive vectorisation in the NVVM optimizer",
+    ),
+    Control(
+        "restrict",
+        "--restrict",
+        (True,),
+        # Marked numerics-changing because results differ whenever kernel pointers alias.
+        changes_numerics=True,
+        help="assume kernel pointer parameters do not alias (wrong results if they do)",
+    ),
+    Control(
+        "maxrregcount",
+        "--maxrregcount",
+        (32, 40, 48, 56, 64, 72, 80, 96, 128, 168, 200, 255),
+        ordered=True,
+        help="register limit per thread (ignored for kernels with launch bounds)",
+    ),
+    Control(
+        "fast_compile",
+        "--Ofast-compile",
+        ("0", "min", "mid", "max"),
+        ordered=True,
+        help="trade code quality for compile speed (-Ofc)",
+    ),
+)
+NVCC_PRESETS: dict[str, dict[str, Any]] = {
+    "vectorize": {"extra_device_vectorization": True},
+    "fast-math": {"use_fast_math": True},
+    "ieee-off": {"ftz": True, "prec_div": False, "prec_sqrt": False},
+}
+# ptxas options that nvcc already sets through its own options of the same meaning; forwarding
+# them as well could contradict the nvcc option.
+_NVCC_OWNS = ("fmad", "maxrregcount", "fast_compile")
+
+
+def detect_nvcc(path: str | Path | None = None) -> Catalog:
+    """The catalog of the installed nvcc: its own options plus the ptxas next to it (forwarded
+    with ``-Xptxas``, nested under ``ptxas``).
+
+    Args:
+        path: the nvcc executable (default: ``nvcc`` on PATH).
+
+    Raises:
+        ToolchainError: nvcc (or the ptxas in its folder) is missing or reports no version.
+    """
+    return _detect(_resolve(path, "nvcc"))
+
+
+@functools.lru_cache(maxsize=8)
+def _detect(executable: str) -> Catalog:
+    try:
+        version = parse_version(probe(executable, "--version"))
+    except InvalidControl as exc:
+        raise ToolchainError(f"`{executable}` does not look like nvcc: {exc}") from exc
+    options = parse_help(probe(executable, "--help"))
+    controls = {}
+    for control in NVCC_CONTROLS:
+        kept = supported(control, options)
+        if kept is not None:
+            controls[kept.name] = kept
+    sibling = Path(executable).parent / "ptxas"
+    ptxas = detect_ptxas(sibling if sibling.is_file() else None).without(_NVCC_OWNS)
+    gpu = options.get("--gpu-architecture")
+    archs = tuple(a for a in (gpu.allowed or ()) if a.startswith("sm_")) if gpu else ptxas.archs
+    return Catalog(
+        compiler="nvcc",
+        version=version,
+        executable=executable,
+        controls=controls,
+        archs=archs,
+        preset_table=NVCC_PRESETS,
+        sub={"ptxas": ptxas},
+        forward_flag="-Xptxas",
+    )

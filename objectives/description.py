@@ -1,0 +1,335 @@
+"""Kernel description files: what to compile, how to launch and check it, and what to search."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel
+from pydantic import ConfigDict
+from pydantic import Field
+from pydantic import ValidationError
+from pydantic import field_validator
+from pydantic import model_validator
+
+import ciq_tune.space as ss
+from ciq_tune.errors import ConstraintError
+from ciq_tune.errors import DescriptionError
+from ciq_tune.errors import SpaceError
+from ciq_tune.space.constraints import _ALLOWED_FUNCTIONS
+from ciq_tune.space.constraints import _compile_expression
+
+KernelKind = Literal["ptx", "cuda", "triton", "helion"]
+Mode = Literal["min", "max"]
+
+# The metric a kind is tuned for when the description names none: PTX is compile-only (no GPU),
+# so it minimises spilled bytes; everything that runs is timed.
+DEFAULT_METRIC: dict[str, str] = {
+    "ptx": "spill_bytes",
+    "cuda": "time_ms",
+    "triton": "time_ms",
+    "helion": "time_ms",
+}
+# The control catalogs searched when a description has no `controls` section.
+DEFAULT_CONTROLS: dict[str, tuple[str, ...]] = {
+    "ptx": ("ptxas",),
+    "cuda": ("nvcc",),
+    "triton": ("triton",),
+    "helion": (),
+}
+KNOWN_CATALOGS = ("ptxas", "nvcc", "triton")
+# Keyword → how its YAML value maps to a `ciq_tune.space` primitive.
+PARAM_KINDS = ("range", "choice", "ordinal", "literal", "log_sampling", "uniform")
+_PARAM_OPTIONS = ("knockout_prob", "when", "log", "seed_low", "seed_high")
+_ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
+_REFERENCE_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_DTYPES = (
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InputSpec(_Strict):
+    """One tensor argument of the kernel, created fresh for every check.
+
+    `shape` items are integers or names of `sizes`. `init` is never zeros, so that a kernel
+    that does not write its output cannot pass the correctness check by accident.
+    """
+
+    name: str
+    shape: list[int | str] = Field(default_factory=list)
+    dtype: str = "float32"
+    init: Literal["randn", "rand", "randint", "ones"] = "randn"
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, value: str) -> str:
+        if value not in _DTYPES:
+            raise ValueError(f"dtype={value!r} is not one of {list(_DTYPES)}")
+        return value
+
+
+class Tolerance(_Strict):
+    """Bounds of `torch.testing.assert_close`-style comparison with the reference."""
+
+    atol: float = Field(default=1e-2, ge=0)
+    rtol: float = Field(default=1e-2, ge=0)
+
+
+class Timeouts(_Strict):
+    """Wall-clock limits (seconds) for one candidate's compile and for one benchmark run."""
+
+    compile_s: float = Field(default=60.0, gt=0)
+    run_s: float = Field(default=30.0, gt=0)
+
+
+class ControlSelection(_Strict):
+    """Which controls of one catalog to search (see `ciq_tune.controls.Catalog.space`)."""
+
+    include: list[str] | None = None
+    exclude: list[str] = Field(default_factory=list)
+    allow_numerics_changes: bool = False
+
+
+class KernelDescription(_Strict):
+    """A kernel to tune, as read from a description file (YAML or JSON).
+
+    Paths are resolved relative to the description file. See docs/kernel-description.md.
+    """
+
+    name: str
+    kind: KernelKind
+    source: Path
+    entry: str | None = None
+    arch: str = "sm_90"
+    metric: str
+    mode: Mode = "min"
+    params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    constraints: list[str] = Field(default_factory=list)
+    controls: dict[str, ControlSelection]
+    inputs: list[InputSpec] = Field(default_factory=list)
+    sizes: dict[str, int] = Field(default_factory=dict)
+    outputs: list[str] = Field(default_factory=list)
+    grid: str | None = None
+    block: str | None = None
+    reference: str | None = None
+    tolerance: Tolerance = Field(default_factory=Tolerance)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    path: Path | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_kind_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        kind = data.get("kind")
+        if kind in DEFAULT_METRIC:
+            data.setdefault("metric", DEFAULT_METRIC[kind])
+            data.setdefault("controls", {name: {} for name in DEFAULT_CONTROLS[kind]})
+        if "name" not in data and isinstance(data.get("source"), str):
+            data["name"] = Path(data["source"]).stem
+        return data
+
+    @field_validator("arch")
+    @classmethod
+    def _valid_arch(cls, value: str) -> str:
+        if not _ARCH.match(value):
+            raise ValueError(f"arch={value!r} is not a GPU name such as 'sm_90' or 'sm_90a'")
+        return value
+
+    @field_validator("controls")
+    @classmethod
+    def _known_catalogs(cls, value: dict[str, ControlSelection]) -> dict[str, ControlSelection]:
+        unknown = sorted(set(value) - set(KNOWN_CATALOGS))
+        if unknown:
+            raise ValueError(f"unknown catalogs {unknown}; known: {list(KNOWN_CATALOGS)}")
+        return value
+
+    @field_validator("reference")
+    @classmethod
+    def _reference_form(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("reference is empty; give 'module:function' or a torch expression")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KernelDescription:
+        names = {spec.name for spec in self.inputs}
+        for spec in self.inputs:
+            for dim in spec.shape:
+                if isinstance(dim, str) and dim not in self.sizes:
+                    raise ValueError(
+                        f"input {spec.name!r} has shape item {dim!r}, which is not in `sizes` "
+                        f"{sorted(self.sizes)}"
+                    )
+                if isinstance(dim, int) and dim < 0:
+                    raise ValueError(f"input {spec.name!r} has a negative shape item {dim}")
+        missing = [o for o in self.outputs if o not in names]
+        if missing:
+            raise ValueError(f"outputs {missing} are not names of `inputs` {sorted(names)}")
+        if self.kind != "ptx" and self.entry is None:
+            raise ValueError(f"kind={self.kind!r} needs `entry` (the kernel symbol or function)")
+        for field in ("grid", "block"):
+            text = getattr(self, field)
+            if text is not None:
+                _check_expression(text, set(self.params) | set(self.sizes), field)
+        self.param_space()  # raises on a malformed `params` entry
+        return self
+
+    # -- derived views -------------------------------------------------------------------------
+    @property
+    def reference_is_callable(self) -> bool:
+        """True when `reference` is a "module:function" path rather than a torch expression."""
+        return self.reference is not None and bool(_REFERENCE_CALLABLE.match(self.reference))
+
+    def param_space(self) -> dict[str, Any]:
+        """The kernel-parameter search space as `ciq_tune.space` primitives (or conditionals)."""
+        return {name: _param_from_yaml(name, spec) for name, spec in self.params.items()}
+
+    def source_sha256(self) -> str:
+        """Hex SHA-256 of the kernel source file's bytes (the controls file's provenance)."""
+        return hashlib.sha256(self.source.read_bytes()).hexdigest()
+
+    def shape_of(self, spec: InputSpec) -> tuple[int, ...]:
+        """Concrete shape of an input, with names of `sizes` replaced by their values."""
+        return tuple(self.sizes[d] if isinstance(d, str) else d for d in spec.shape)
+
+    def launch(self, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        """Evaluate `grid` and `block` for a configuration of `params` (and `sizes`).
+
+        Returns:
+            ``{"grid": (x, y, z), "block": (…)}`` for the expressions that are set, each a tuple
+            of ints.
+        """
+        scope = {**self.sizes, **config}
+        out: dict[str, tuple[int, ...]] = {}
+        for field in ("grid", "block"):
+            text = getattr(self, field)
+            if text is not None:
+                out[field] = _evaluate(text, scope, field)
+        return out
+
+
+def _check_expression(text: str, names: set[str], field: str) -> None:
+    try:
+        _, used = _compile_expression(text)
+    except ConstraintError as exc:
+        raise ValueError(f"`{field}`: {exc}") from exc
+    unknown = sorted(n for n in used if n not in names and n not in _ALLOWED_FUNCTIONS)
+    if unknown:
+        raise ValueError(
+            f"`{field}` expression {text!r} names {unknown}, which are neither `params` nor "
+            f"`sizes` ({sorted(names)})"
+        )
+
+
+def _evaluate(text: str, scope: dict[str, Any], field: str) -> tuple[int, ...]:
+    code, _ = _compile_expression(text)
+    try:
+        value = eval(code, {"__builtins__": {}}, {**_ALLOWED_FUNCTIONS, **scope})
+    except (ArithmeticError, NameError, TypeError, ValueError) as exc:
+        raise DescriptionError(f"`{field}` expression {text!r} failed on {scope!r}: {exc}") from exc
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in items):
+        raise DescriptionError(
+            f"`{field}` expression {text!r} gave {value!r} on {scope!r}; it must give a positive "
+            "int or a tuple of them (use // or ceil(a / b) for integer division)"
+        )
+    return tuple(items)
+
+
+def _param_from_yaml(name: str, spec: Any) -> Any:
+    """One `params` entry, e.g. ``{"ordinal": [64, 128]}``, as a space primitive."""
+    if not isinstance(spec, dict):
+        raise ValueError(f"params.{name}: expected a mapping like {{choice: [4, 8]}}, got {spec!r}")
+    kinds = [k for k in spec if k in PARAM_KINDS]
+    unknown = [k for k in spec if k not in PARAM_KINDS and k not in _PARAM_OPTIONS]
+    if len(kinds) != 1 or unknown:
+        raise ValueError(
+            f"params.{name}: give exactly one of {list(PARAM_KINDS)} plus optional "
+            f"{list(_PARAM_OPTIONS)}; got keys {sorted(spec)}"
+        )
+    kind, args = kinds[0], spec[kinds[0]]
+    knockout = spec.get("knockout_prob")
+    try:
+        param = _build(kind, args, knockout, spec)
+    except (SpaceError, TypeError) as exc:
+        raise ValueError(f"params.{name}: {exc}") from exc
+    if "when" in spec:
+        return ss.conditional(param, when=spec["when"])
+    return param
+
+
+def _build(kind: str, args: Any, knockout: float | None, spec: dict[str, Any]) -> Any:
+    if kind == "literal":
+        return ss.literal(args, knockout_prob=knockout)
+    if not isinstance(args, list):
+        raise TypeError(f"`{kind}` takes a list, got {args!r}")
+    if kind == "choice":
+        return ss.choice(args, knockout_prob=knockout)
+    if kind == "ordinal":
+        return ss.ordinal(args, knockout_prob=knockout)
+    if kind == "range":
+        return ss.range(
+            *args,
+            knockout_prob=knockout,
+            seed_low=spec.get("seed_low"),
+            seed_high=spec.get("seed_high"),
+        )
+    if kind == "log_sampling":
+        return ss.log_sampling(*args, knockout_prob=knockout)
+    return ss.uniform(*args, knockout_prob=knockout, log=bool(spec.get("log", False)))
+
+
+def load_description(path: str | Path) -> KernelDescription:
+    """Read and validate a kernel description file (``.yaml``, ``.yml`` or ``.json``).
+
+    Args:
+        path: the description file; `source` inside it is relative to this file.
+
+    Raises:
+        DescriptionError: the file is missing, unparsable, or a field is invalid (the message
+            names the file and the field).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise DescriptionError(f"cannot read kernel description {str(path)!r}: {exc}") from exc
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise DescriptionError(f"{path}: not valid {path.suffix or 'YAML'}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise DescriptionError(f"{path}: a kernel description is a mapping, got {data!r}")
+    if isinstance(data.get("source"), str):
+        data = {**data, "source": str((path.parent / data["source"]).resolve())}
+    try:
+        desc = KernelDescription.model_validate({**data, "path": str(path.resolve())})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"field `{'.'.join(str(p) for p in err['loc']) or '(top)'}`: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise DescriptionError(f"{path}: invalid kernel description: {problems}") from exc
+    if not desc.source.is_file():
+        raise DescriptionError(f"{path}: field `source`: file {str(desc.source)!r} does not exist")
+    return desc

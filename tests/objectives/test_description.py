@@ -1,0 +1,124 @@
+"""Tests of kernel description files: defaults per kind, params → space, errors naming fields."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+import ciq_tune.space as ss
+from ciq_tune.errors import DescriptionError
+from objectives.description import load_description
+
+
+def _write(tmp_path: Path, text: str, name: str = "k.yaml") -> Path:
+    (tmp_path / "kernel.ptx").write_text("// ptx\n")
+    (tmp_path / "kernel.py").write_text("# triton\n")
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_minimal_ptx_description_gets_kind_defaults(tmp_path: Path) -> None:
+    path = _write(tmp_path, "kind: ptx\nsource: kernel.ptx\n")
+    desc = load_description(path)
+    assert desc.name == "kernel"
+    assert desc.metric == "spill_bytes" and desc.mode == "min"
+    assert desc.arch == "sm_90"
+    assert desc.source == (tmp_path / "kernel.ptx").resolve()
+    assert set(desc.controls) == {"ptxas"}
+    assert desc.controls["ptxas"].allow_numerics_changes is False
+
+
+def test_json_description_and_source_hash(tmp_path: Path) -> None:
+    path = _write(tmp_path, json.dumps({"kind": "ptx", "source": "kernel.ptx"}), "k.json")
+    desc = load_description(path)
+    assert desc.source_sha256() == hashlib.sha256(b"// ptx\n").hexdigest()
+
+
+FULL = """
+name: matmul
+kind: triton
+source: kernel.py
+entry: matmul_kernel
+arch: sm_90a
+params:
+  BLOCK_M: {ordinal: [64, 128, 256]}
+  num_warps: {choice: [4, 8]}
+  x: {range: [1, 8, 1]}
+  flag: {literal: "-x", knockout_prob: 0.5}
+  lr: {uniform: [0.1, 1.0], log: true}
+  split: {range: [2, 4], when: "BLOCK_M == 256"}
+constraints: ["BLOCK_M * x <= 1024"]
+controls:
+  triton: {exclude: [num_ctas]}
+sizes: {M: 256, N: 128}
+inputs:
+  - {name: a, shape: [M, N], dtype: float16}
+  - {name: c, shape: [M, 4], init: ones}
+outputs: [c]
+grid: "(M // BLOCK_M, 1)"
+reference: "mypkg.ref:matmul"
+tolerance: {atol: 0.001}
+timeouts: {compile_s: 10}
+"""
+
+
+def test_full_description_converts_params_to_space_primitives(tmp_path: Path) -> None:
+    desc = load_description(_write(tmp_path, FULL))
+    space = desc.param_space()
+    assert space["BLOCK_M"] == ss.ordinal([64, 128, 256])
+    assert space["num_warps"] == ss.choice([4, 8])
+    assert space["x"] == ss.range(1, 8, 1)
+    assert space["flag"] == ss.literal("-x", knockout_prob=0.5)
+    assert space["lr"] == ss.uniform(0.1, 1.0, log=True)
+    assert isinstance(space["split"], ss.Conditional)
+    assert desc.metric == "time_ms"
+    assert desc.shape_of(desc.inputs[0]) == (256, 128)
+    assert desc.launch({"BLOCK_M": 64}) == {"grid": (4, 1)}
+    assert desc.reference_is_callable
+    assert desc.tolerance.atol == 0.001 and desc.tolerance.rtol == 0.01
+    assert desc.timeouts.compile_s == 10
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("kind: ptx\nsource: missing.ptx\n", "source"),
+        ("kind: ptx\nsource: kernel.ptx\narch: hopper\n", "arch"),
+        ("kind: opencl\nsource: kernel.ptx\n", "kind"),
+        ("kind: ptx\nsource: kernel.ptx\nparams: {a: {choise: [1]}}\n", "params.a"),
+        ("kind: ptx\nsource: kernel.ptx\ncontrols: {gcc: {}}\n", "controls"),
+        ("kind: ptx\nsource: kernel.ptx\nbogus: 1\n", "bogus"),
+        ("kind: triton\nsource: kernel.py\n", "entry"),
+        (
+            "kind: ptx\nsource: kernel.ptx\ninputs: [{name: a, shape: [Q]}]\n",
+            "'Q'",
+        ),
+        ("kind: ptx\nsource: kernel.ptx\ninputs: [{name: a, init: zeros}]\n", "init"),
+        ("kind: ptx\nsource: kernel.ptx\ngrid: \"__import__('os')\"\n", "grid"),
+        ("kind: ptx\nsource: kernel.ptx\noutputs: [z]\n", "outputs"),
+    ],
+)
+def test_bad_description_names_file_and_field(tmp_path: Path, text: str, field: str) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(DescriptionError) as info:
+        load_description(path)
+    assert str(path) in str(info.value)
+    assert field in str(info.value)
+
+
+def test_unparsable_and_missing_files(tmp_path: Path) -> None:
+    with pytest.raises(DescriptionError, match="cannot read"):
+        load_description(tmp_path / "nope.yaml")
+    with pytest.raises(DescriptionError, match="not valid"):
+        load_description(_write(tmp_path, "kind: [ptx\n"))
+
+
+def test_launch_rejects_non_positive_grid(tmp_path: Path) -> None:
+    text = "kind: ptx\nsource: kernel.ptx\nsizes: {M: 8}\nparams: {B: {choice: [16]}}\n"
+    desc = load_description(_write(tmp_path, text + "grid: M // B\n"))
+    with pytest.raises(DescriptionError, match="positive int"):
+        desc.launch({"B": 16})
