@@ -1,0 +1,78 @@
+"""Trainables built from kernel description files, and their search spaces."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from ciq_tune.controls import detect_catalog
+from ciq_tune.errors import DescriptionError
+from ciq_tune.space import SearchSpace
+from objectives.description import KernelDescription
+from objectives.description import load_description
+
+__all__ = [
+    "KernelDescription",
+    "load_description",
+    "make_search_space",
+    "make_trainable",
+    "starting_points",
+]
+
+
+def make_trainable(description: KernelDescription) -> Callable[[dict[str, Any]], None]:
+    """The Ray Tune trainable of a description, from ``objectives.<kind>.make_trainable``.
+
+    The module is imported only here, so that a PTX search never imports torch or Triton.
+    """
+    module = importlib.import_module(f"objectives.{description.kind}")
+    trainable: Callable[[dict[str, Any]], None] = module.make_trainable(description)
+    return trainable
+
+
+def make_search_space(description: KernelDescription) -> SearchSpace:
+    """Kernel parameters and compiler controls of a description as one `SearchSpace`.
+
+    Configurations look like ``{"params": {"BLOCK_M": 64}, "controls": {"ptxas": {...}}}``;
+    a knocked-out control is absent (the compiler's default).
+
+    Raises:
+        DescriptionError: the description searches nothing (no params, no controls).
+    """
+    spec: dict[str, Any] = {}
+    if description.params:
+        spec["params"] = description.param_space()
+    controls: dict[str, Any] = {}
+    for name, selection in description.controls.items():
+        catalog = detect_catalog(name, arch=description.arch)
+        part = catalog.space(selection.include, selection.exclude, selection.allow_numerics_changes)
+        if part:
+            controls[name] = part
+    if controls:
+        spec["controls"] = controls
+    if not spec:
+        raise DescriptionError(
+            f"{description.path}: nothing to search; add `params` or select `controls`"
+        )
+    return SearchSpace(spec, constraints=description.constraints)
+
+
+def starting_points(description: KernelDescription, space: SearchSpace) -> list[Any]:
+    """Configurations to evaluate first: the defaults (baseline), then each catalog preset.
+
+    Every point is encoded in `space`, so a preset the selection excludes is dropped.
+    """
+    baseline = space.decode(space.default_genes())
+    points = [baseline]
+    for name, selection in description.controls.items():
+        catalog = detect_catalog(name, arch=description.arch)
+        presets = catalog.presets(
+            selection.include, selection.exclude, selection.allow_numerics_changes
+        )
+        for preset in presets.values():
+            point = {**baseline, "controls": {**baseline.get("controls", {}), name: preset}}
+            point = space.decode(space.encode(point, fill_defaults=True))
+            if point not in points:
+                points.append(point)
+    return points
