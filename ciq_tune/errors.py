@@ -45,3 +45,11 @@ class ControlsFileError(CiqTuneError, ValueError):
 
 class ToolchainError(CiqTuneError, RuntimeError):
     """A compiler is missing, cannot be run, or does not report a version we can read."""
+
+
+class MeasurementError(CiqTuneError, ValueError):
+    """Timings cannot be compared: too few repetitions, non-finite or non-positive times."""
+
+
+class ReportError(CiqTuneError, ValueError):
+    """A run's evaluations table is missing or lacks the columns a report needs."""
