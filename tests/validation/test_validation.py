@@ -1,0 +1,253 @@
+"""Validation statistics: verdicts on synthetic timings with a known effect, edges, top-k, CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+from scipy import stats
+
+from ciq_tune.errors import MeasurementError
+from ciq_tune.results import EvaluationRecord
+from ciq_tune.results import Objective
+from ciq_tune.results import SearchResults
+from ciq_tune.validation import VALIDATION_DEFAULTS
+from ciq_tune.validation import ValidationConfig
+from ciq_tune.validation import add_validate_arguments
+from ciq_tune.validation import compare_samples
+from ciq_tune.validation import load_timings
+from ciq_tune.validation import measure_interleaved
+from ciq_tune.validation import validate
+from ciq_tune.validation import validate_main
+from ciq_tune.validation import validate_top_k
+
+# Relative spread of repeated H100 measurements of a Triton matmul (docs/validation.md).
+CV = 0.025
+
+
+def timer(rng: np.random.Generator, ms: float) -> Callable[[], float]:
+    return lambda: float(ms * (1 + CV * rng.normal()))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_noise_only_speedup_is_rejected(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    result = validate(timer(rng, 0.2), timer(rng, 0.2))
+    assert result.verdict == "REJECTED"
+    assert result.measurement == "interleaved"
+    assert result.baseline.n == result.candidate.n == VALIDATION_DEFAULTS["repetitions"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_real_three_percent_speedup_is_kept(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    result = validate(timer(rng, 0.2), timer(rng, 0.2 / 1.03))
+    assert result.verdict == "KEPT", result.reason
+    assert result.speedup_ci_low > 1.0
+    assert result.p_value < 0.05
+    assert result.cohens_d > 0.5  # true d = 0.03 / 0.025 = 1.2
+
+
+def test_bootstrap_interval_covers_the_true_speedup() -> None:
+    # A 95 % interval should hold the true ratio in about 95 % of repeated experiments.
+    covered = 0
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        b = 0.2 * (1 + CV * rng.normal(size=30))
+        c = 0.2 / 1.03 * (1 + CV * rng.normal(size=30))
+        result = compare_samples(b, c, config=ValidationConfig(n_bootstrap=1000))
+        covered += result.speedup_ci_low < 1.03 < result.speedup_ci_high
+    assert 88 <= covered <= 100
+
+
+def test_slower_candidate_is_rejected_with_negative_effect() -> None:
+    rng = np.random.default_rng(7)
+    result = validate(timer(rng, 0.2), timer(rng, 0.2 * 1.05))
+    assert result.verdict == "REJECTED"
+    assert "worse" in result.reason
+    assert result.speedup < 1
+    assert result.cohens_d < 0
+    assert result.t_statistic < 0
+
+
+def test_statistics_match_scipy_and_definitions() -> None:
+    b = [1.00, 1.02, 0.98, 1.01, 0.99, 1.03]
+    c = [0.95, 0.96, 0.94, 0.97, 0.95, 0.96]
+    result = compare_samples(b, c)
+    welch = stats.ttest_ind(b, c, equal_var=False)
+    assert result.p_value == pytest.approx(welch.pvalue)
+    assert result.t_statistic == pytest.approx(welch.statistic)
+    spread = np.sqrt((np.var(b, ddof=1) + np.var(c, ddof=1)) / 2)
+    assert result.cohens_d == pytest.approx((np.mean(b) - np.mean(c)) / spread)
+    assert result.speedup == pytest.approx(np.median(b) / np.median(c))
+    assert result.measurement == "samples"
+
+
+def test_mean_statistic_and_max_mode() -> None:
+    # Throughput: higher is better, so the candidate at 103 beats the baseline at 100.
+    rng = np.random.default_rng(3)
+    b = 100 * (1 + CV * rng.normal(size=30))
+    c = 103 * (1 + CV * rng.normal(size=30))
+    result = compare_samples(b, c, config=ValidationConfig(statistic="mean", mode="max"))
+    assert result.speedup == pytest.approx(np.mean(c) / np.mean(b))
+    assert result.kept
+    assert result.cohens_d > 0
+    swapped = compare_samples(c, b, config=ValidationConfig(statistic="mean", mode="max"))
+    assert not swapped.kept
+
+
+def test_min_speedup_threshold_rejects_a_small_real_gain() -> None:
+    rng = np.random.default_rng(11)
+    b, c = 1 + 0.005 * rng.normal(size=30), 1 / 1.03 + 0.005 * rng.normal(size=30)
+    assert compare_samples(b, c).kept
+    strict = compare_samples(b, c, config=ValidationConfig(min_speedup=1.05))
+    assert not strict.kept
+    assert "min_speedup=1.05" in strict.reason
+
+
+def test_bootstrap_is_seeded() -> None:
+    rng = np.random.default_rng(0)
+    b, c = rng.normal(1, 0.02, 20), rng.normal(0.98, 0.02, 20)
+    first, again = compare_samples(b, c), compare_samples(b, c)
+    other = compare_samples(b, c, config=ValidationConfig(seed=1))
+    assert first.speedup_ci_low == again.speedup_ci_low
+    assert first.speedup_ci_low != other.speedup_ci_low
+
+
+def test_interleaving_order_and_warmup() -> None:
+    calls: list[str] = []
+
+    def side(name: str) -> Callable[[], float]:
+        def run() -> float:
+            calls.append(name)
+            return float(len(calls))
+
+        return run
+
+    b, c = measure_interleaved(side("A"), side("B"), warmup=2, repetitions=3)
+    assert "".join(calls) == "AB" * 5
+    assert b == [5.0, 7.0, 9.0]  # the warm-up calls (1–4) are not kept
+    assert c == [6.0, 8.0, 10.0]
+
+
+def test_interleaving_cancels_drift_that_fools_a_sequential_measurement() -> None:
+    # Clocks ramp up: every run is 0.1 % faster than the one before; the two sides are equal.
+    clock = {"t": 0}
+
+    def run() -> float:
+        clock["t"] += 1
+        return 1.0 * (1 - 0.001 * clock["t"])
+
+    sequential_b = [run() for _ in range(30)]
+    sequential_c = [run() for _ in range(30)]
+    assert compare_samples(sequential_b, sequential_c).kept  # the drift looks like a speedup
+    clock["t"] = 0
+    assert not validate(run, run, config=ValidationConfig(warmup=0)).kept
+
+
+def test_zero_variance_samples_are_json_safe() -> None:
+    result = compare_samples([1.0] * 5, [0.9] * 5)
+    assert result.cohens_d == float("inf")
+    data = result.to_dict()
+    assert data["cohens_d"] == "inf"
+    json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [([1.0, 2.0], "at least 3"), ([1.0, float("nan"), 2.0], "finite positive"), ([1, 0, 2], "0")],
+)
+def test_unusable_samples_name_the_argument(values: list[float], fragment: str) -> None:
+    with pytest.raises(MeasurementError, match="`candidate`") as info:
+        compare_samples([1.0, 1.1, 1.2], values)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"repetitions": 4}, {"alpha": 0.0}, {"confidence": 1.0}, {"n_bootstrap": 10}, {"x": 1}],
+)
+def test_config_rejects_bad_values(bad: dict[str, float]) -> None:
+    with pytest.raises(ValidationError, match=next(iter(bad))):
+        ValidationConfig(**bad)
+
+
+def _record(cid: int, ms: float) -> EvaluationRecord:
+    return EvaluationRecord(
+        candidate_id=cid,
+        generation=0,
+        config={"BM": 32 * cid},
+        genes=(cid,),
+        key=str(cid),
+        origin="sampled",
+        status="ok",
+        values={"time_ms": ms},
+        elapsed_s=0.1,
+    )
+
+
+def test_top_k_remeasures_the_best_with_bonferroni() -> None:
+    # The search saw candidate 2 as best (a lucky 0.19), but only candidate 3 is really faster.
+    records = [_record(1, 0.21), _record(2, 0.19), _record(3, 0.195), _record(4, 0.25)]
+    results = SearchResults([Objective(name="time_ms")], records)
+    true_ms = {1: 0.2, 2: 0.2, 3: 0.2 / 1.04, 4: 0.25}
+    rng = np.random.default_rng(5)
+    out = validate_top_k(
+        results, lambda r: timer(rng, true_ms[r.candidate_id]), timer(rng, 0.2), k=3
+    )
+    assert [v.candidate_id for v in out] == [2, 3, 1]
+    assert [v.rank for v in out] == [1, 2, 3]
+    assert [v.result.verdict for v in out] == ["REJECTED", "KEPT", "REJECTED"]
+    assert out[0].search_values == {"time_ms": 0.19}
+    assert out[1].result.config.alpha == pytest.approx(0.05 / 3)
+    assert out[1].result.config.confidence == pytest.approx(1 - 0.05 / 3)
+    assert out[1].to_dict()["candidate_id"] == 3
+
+
+def test_top_k_rejects_bad_k_and_empty_results() -> None:
+    results = SearchResults([Objective(name="time_ms")], [_record(1, 0.2)])
+    with pytest.raises(MeasurementError, match="k=0"):
+        validate_top_k(results, lambda r: lambda: 1.0, lambda: 1.0, k=0)
+    with pytest.raises(MeasurementError, match="no successful"):
+        validate_top_k(
+            SearchResults([Objective(name="time_ms")], []), lambda r: lambda: 1.0, lambda: 1.0
+        )
+
+
+def test_load_timings_formats(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("[1, 2.5, 3]")
+    (tmp_path / "b.json").write_text('{"times_ms": [4, 5, 6]}')
+    (tmp_path / "c.txt").write_text("# ms\n1.0, 2.0\n3.0  # last\n")
+    assert load_timings(tmp_path / "a.json") == [1.0, 2.5, 3.0]
+    assert load_timings(tmp_path / "b.json") == [4.0, 5.0, 6.0]
+    assert load_timings(tmp_path / "c.txt") == [1.0, 2.0, 3.0]
+    (tmp_path / "d.txt").write_text("1.0 fast 2.0")
+    with pytest.raises(MeasurementError, match="fast"):
+        load_timings(tmp_path / "d.txt")
+    with pytest.raises(MeasurementError, match="cannot read"):
+        load_timings(tmp_path / "missing.txt")
+
+
+def _cli(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_validate_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_validate_main_exit_status_and_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(2)
+    base, fast, same = tmp_path / "b.txt", tmp_path / "f.txt", tmp_path / "s.txt"
+    base.write_text("\n".join(map(str, 0.2 * (1 + CV * rng.normal(size=30)))))
+    fast.write_text("\n".join(map(str, 0.2 / 1.03 * (1 + CV * rng.normal(size=30)))))
+    same.write_text("\n".join(map(str, 0.2 * (1 + CV * rng.normal(size=30)))))
+    assert validate_main(_cli([str(base), str(fast)])) == 0
+    assert capsys.readouterr().out.startswith("KEPT: ")
+    assert validate_main(_cli([str(base), str(same), "--json"])) == 1
+    assert json.loads(capsys.readouterr().out)["verdict"] == "REJECTED"
