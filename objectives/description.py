@@ -287,16 +287,24 @@ def _build(kind: str, args: Any, knockout: float | None, spec: dict[str, Any]) -
         return ss.choice(args, knockout_prob=knockout)
     if kind == "ordinal":
         return ss.ordinal(args, knockout_prob=knockout)
+    names = {
+        "range": ("start", "end", "step"),
+        "log_sampling": ("start", "end", "total"),
+        "uniform": ("low", "high"),
+    }[kind]
+    if len(args) > len(names):
+        raise TypeError(f"`{kind}` takes at most {len(names)} values {list(names)}, got {args!r}")
+    named: dict[str, Any] = dict(zip(names, args, strict=False))
     if kind == "range":
         return ss.range(
-            *args,
+            **named,
             knockout_prob=knockout,
             seed_low=spec.get("seed_low"),
             seed_high=spec.get("seed_high"),
         )
     if kind == "log_sampling":
-        return ss.log_sampling(*args, knockout_prob=knockout)
-    return ss.uniform(*args, knockout_prob=knockout, log=bool(spec.get("log", False)))
+        return ss.log_sampling(**named, knockout_prob=knockout)
+    return ss.uniform(**named, knockout_prob=knockout, log=bool(spec.get("log", False)))
 
 
 def load_description(path: str | Path) -> KernelDescription:
