@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import math
+import sys
 import time
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import asdict
 from dataclasses import dataclass
@@ -15,6 +18,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     import torch
+
+    from objectives.description import KernelDescription
 
 INIT_KINDS = ("randn", "rand", "randint", "ones")
 
@@ -317,3 +322,168 @@ def measure_energy(
     e1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
     de = float(e1 - e0)
     return {"energy_mj": de / calls, "power_w": de / 1e3 / elapsed}
+
+
+# -- description-driven check and benchmark ---------------------------------------------------
+
+# Timing defaults: do_bench's warm-up and total timed duration (ms), host-timer repetitions, and
+# bytes of inputs to rotate through (about twice an H100's 50 MB L2).
+WARMUP_MS = 25.0
+REP_MS = 100.0
+HOST_REPS = 3
+ROTATE_BYTES = 100 * 2**20
+MAX_ROTATE = 8
+
+
+def split_config(
+    desc: KernelDescription, config: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Split a trial's configuration into kernel parameters and per-catalog controls.
+
+    Accepts the nested form (``{"BLOCK_M": 64, "triton": {"num_warps": 4}}``) and the flat form
+    with "/"-joined keys (``{"triton/num_warps": 4}``); knocked-out controls are simply absent.
+
+    Raises:
+        ValueError: If `config` names a key that is neither a parameter nor a catalog.
+    """
+    nested: dict[str, Any] = {}
+    for key, value in config.items():
+        head, _, rest = key.partition("/")
+        if not rest:
+            nested[key] = value
+            continue
+        node = nested.setdefault(head, {})
+        *path, leaf = rest.split("/")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    unknown = sorted(set(nested) - set(desc.params) - set(desc.controls))
+    if unknown:
+        raise ValueError(
+            f"configuration names {unknown}, which are neither `params` {sorted(desc.params)} "
+            f"nor `controls` {sorted(desc.controls)} of {desc.name!r}"
+        )
+    params = {k: v for k, v in nested.items() if k in desc.params}
+    controls = {k: dict(nested.get(k) or {}) for k in desc.controls}
+    return params, controls
+
+
+def _dtype(name: str) -> torch.dtype:
+    import torch
+
+    dtype: torch.dtype = getattr(torch, name)
+    return dtype
+
+
+def make_inputs(desc: KernelDescription, *, seed: int, device: str) -> dict[str, torch.Tensor]:
+    """A fresh random set of every input of `desc` (outputs included, then poisoned)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    tensors = {
+        spec.name: random_tensor(
+            desc.shape_of(spec), _dtype(spec.dtype), spec.init, generator=gen, device=device
+        )
+        for spec in desc.inputs
+    }
+    for name in desc.outputs:
+        poison_(tensors[name])
+    return tensors
+
+
+def reference_outputs(
+    desc: KernelDescription, tensors: Mapping[str, torch.Tensor]
+) -> list[torch.Tensor]:
+    """Evaluate the description's reference on the non-output inputs, one tensor per output.
+
+    A ``"module:function"`` reference (the module is looked up next to the kernel source) is
+    called with the non-output inputs as keyword arguments; any other text is a Python
+    expression over those inputs, the `sizes`, ``torch`` and ``math``.
+
+    Raises:
+        ValueError: If the description has no reference or it gives the wrong number of tensors.
+    """
+    import torch
+
+    if desc.reference is None:
+        raise ValueError(f"kernel {desc.name!r} has no `reference`; it cannot be checked")
+    args = {k: v for k, v in tensors.items() if k not in desc.outputs}
+    if desc.reference_is_callable:
+        module, _, name = desc.reference.partition(":")
+        source_dir = str(desc.source.parent)
+        if source_dir not in sys.path:
+            sys.path.insert(0, source_dir)
+        value = getattr(importlib.import_module(module), name)(**args)
+    else:
+        scope = {"torch": torch, "math": math, **desc.sizes, **args}
+        value = eval(desc.reference, {"__builtins__": {}}, scope)
+    values = list(value) if isinstance(value, (tuple, list)) else [value]
+    if len(values) != len(desc.outputs):
+        raise ValueError(
+            f"`reference` {desc.reference!r} gave {len(values)} tensors for outputs {desc.outputs}"
+        )
+    return values
+
+
+def check_and_time(
+    desc: KernelDescription,
+    launch: Callable[[Mapping[str, torch.Tensor]], object],
+    *,
+    seed: int,
+    device: str,
+    energy: bool = False,
+) -> dict[str, Any]:
+    """Check a compiled kernel on fresh random inputs, then time it on rotating input sets.
+
+    Args:
+        desc: The kernel description (inputs, outputs, reference, tolerance).
+        launch: Launches the kernel on a dict of named tensors (asynchronously on a GPU).
+        seed: Seed of the checked inputs (a new one per candidate: never the same data twice).
+        device: ``"cuda"`` to time with CUDA events; ``"cpu"`` (interpreter) for the host clock.
+        energy: Also measure energy per call and power through NVML (GPU only).
+
+    Returns:
+        A result dict: ``status`` (``ok`` or ``wrong_result``), ``time_ms`` (median; NaN when
+        wrong), the timing statistics, ``max_abs_err``, ``rel_err`` and, when wrong, ``error``.
+    """
+    import torch
+
+    tensors = make_inputs(desc, seed=seed, device=device)
+    expected = reference_outputs(desc, tensors)
+    launch(tensors)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    checks = [
+        compare(tensors[name], ref, rtol=desc.tolerance.rtol, atol=desc.tolerance.atol)
+        for name, ref in zip(desc.outputs, expected, strict=True)
+    ]
+    errors = {
+        "max_abs_err": max(c.max_abs_err for c in checks),
+        "rel_err": max(c.rel_err for c in checks),
+    }
+    failed = [(name, c) for name, c in zip(desc.outputs, checks, strict=True) if not c.ok]
+    if failed:
+        name, res = failed[0]
+        return {
+            "status": "wrong_result",
+            "time_ms": math.nan,
+            "error": f"output {name!r}: {res.message}",
+            **errors,
+        }
+    del tensors, expected
+    set_bytes = sum(math.prod(desc.shape_of(s)) * _dtype(s.dtype).itemsize for s in desc.inputs)
+    n_rotate = max(1, min(MAX_ROTATE, math.ceil(ROTATE_BYTES / max(set_bytes, 1))))
+    sets = [make_inputs(desc, seed=seed + 1 + i, device=device) for i in range(n_rotate)]
+
+    def run(i: int) -> None:
+        launch(sets[i])
+
+    if device == "cuda":
+        stats = time_cuda(run, n_rotate=n_rotate, warmup_ms=WARMUP_MS, rep_ms=REP_MS)
+    else:
+        stats = time_host(run, n_rotate=n_rotate, reps=HOST_REPS)
+    out: dict[str, Any] = {"status": "ok", "time_ms": stats.median_ms, **stats.as_metrics()}
+    out.update(errors, n_rotate=n_rotate)
+    if energy and device == "cuda":
+        out.update(measure_energy(run, n_rotate=n_rotate))
+    return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import math
 import os
 import signal
 import subprocess
@@ -34,6 +35,10 @@ _KEEP_WARM = frozenset({"ok", "compile_error", "wrong_result"})
 _PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # Seconds between liveness checks while waiting for a worker's message.
 _POLL_S = 0.5
+
+
+class _StartFailure(Exception):
+    """A new worker died or hung before reporting ready (e.g. a preload import failed)."""
 
 
 def _failure(status: str, error: str) -> dict[str, Any]:
@@ -56,15 +61,24 @@ class IsolatedWorker:
 
     Args:
         env: Extra environment variables for the worker (e.g. ``{"TRITON_INTERPRET": "1"}``).
+        preload: Modules the worker imports before it reports ready (``("torch", "triton")``),
+            so that `IsolatedWorker.run`'s ``worker_spawn_s`` is the whole cost of a new worker.
         start_timeout_s: Longest wait, in seconds, for a new worker to import and report ready.
     """
 
-    def __init__(self, *, env: Mapping[str, str] | None = None, start_timeout_s: float = 120.0):
+    def __init__(
+        self,
+        *,
+        env: Mapping[str, str] | None = None,
+        preload: tuple[str, ...] = (),
+        start_timeout_s: float = 120.0,
+    ):
         if start_timeout_s <= 0:
             raise ValueError(
                 f"`start_timeout_s` must be > 0, got start_timeout_s={start_timeout_s}"
             )
         self._env = dict(env or {})
+        self._preload = preload
         self._start_timeout_s = start_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
         self._send: Connection | None = None
@@ -87,7 +101,14 @@ class IsolatedWorker:
         # A new session makes the worker a process-group leader, so a timeout kills the compiler
         # subprocesses it started along with it.
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "objectives._isolate", str(to_child_r), str(from_child_w)],
+            [
+                sys.executable,
+                "-m",
+                "objectives._isolate",
+                str(to_child_r),
+                str(from_child_w),
+                *self._preload,
+            ],
             env=env,
             pass_fds=(to_child_r, from_child_w),
             start_new_session=True,
@@ -97,13 +118,13 @@ class IsolatedWorker:
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(from_child_r, writable=False)
         self.spawns += 1
-        msg = self._wait(time.monotonic() + self._start_timeout_s)
-        if msg is None or msg[0] != "ready":
-            reason = "did not start" if msg is None else str(msg)
+        try:
+            msg = self._wait(time.monotonic() + self._start_timeout_s)
+        except (EOFError, OSError):
+            raise _StartFailure(_describe_exit(self._reap()) + " while starting") from None
+        if msg is None:
             self.close()
-            raise RuntimeError(
-                f"isolated worker {reason} within start_timeout_s={self._start_timeout_s}"
-            )
+            raise _StartFailure(f"worker not ready within start_timeout_s={self._start_timeout_s}")
         return time.perf_counter() - t0
 
     def _wait(self, deadline: float) -> tuple[Any, ...] | None:
@@ -146,7 +167,10 @@ class IsolatedWorker:
             if not value > 0:
                 raise ValueError(f"`{name}` must be > 0, got {name}={value}")
         t0 = time.perf_counter()
-        spawn_s = 0.0 if self.pid is not None else self._spawn()
+        try:
+            spawn_s = 0.0 if self.pid is not None else self._spawn()
+        except _StartFailure as exc:
+            return {**_failure("crash", str(exc)), "worker_spawn_s": math.nan, "wall_s": math.nan}
         result = self._run(target, payload, compile_timeout_s, run_timeout_s)
         restart = result.pop("restart", False)
         if restart or result.get("status") not in _KEEP_WARM:
@@ -209,7 +233,7 @@ class IsolatedWorker:
             proc.wait()
 
 
-_WORKERS: dict[tuple[tuple[str, str], ...], IsolatedWorker] = {}
+_WORKERS: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], IsolatedWorker] = {}
 
 
 def run_isolated(
@@ -219,11 +243,12 @@ def run_isolated(
     compile_timeout_s: float,
     run_timeout_s: float,
     env: Mapping[str, str] | None = None,
+    preload: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run a task in this process's warm worker for `env` (started on first use).
 
-    The worker is keyed by `env` and ``CUDA_VISIBLE_DEVICES``, so a Ray actor reused for a trial
-    on another GPU gets a worker that sees that GPU.
+    The worker is keyed by `env`, `preload` and ``CUDA_VISIBLE_DEVICES``, so a Ray actor reused
+    for a trial on another GPU gets a worker that sees that GPU.
 
     Args:
         target: ``"package.module:function"`` of the task.
@@ -231,6 +256,7 @@ def run_isolated(
         compile_timeout_s: Seconds allowed for compilation.
         run_timeout_s: Seconds allowed for checking and benchmarking.
         env: Extra environment variables for the worker.
+        preload: Modules a new worker imports before it takes tasks.
 
     Returns:
         The result dict (see `IsolatedWorker.run`).
@@ -239,10 +265,10 @@ def run_isolated(
     full_env.setdefault("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     if not full_env["CUDA_VISIBLE_DEVICES"]:
         del full_env["CUDA_VISIBLE_DEVICES"]
-    key = tuple(sorted(full_env.items()))
+    key = (tuple(sorted(full_env.items())), preload)
     worker = _WORKERS.get(key)
     if worker is None:
-        worker = _WORKERS[key] = IsolatedWorker(env=full_env)
+        worker = _WORKERS[key] = IsolatedWorker(env=full_env, preload=preload)
     return worker.run(
         target, payload, compile_timeout_s=compile_timeout_s, run_timeout_s=run_timeout_s
     )
@@ -264,8 +290,10 @@ def _resolve(target: str) -> Callable[..., Any]:
     return fn
 
 
-def _serve(recv: Connection, send: Connection) -> None:
-    """The worker's loop: run tasks until told to stop or the parent goes away."""
+def _serve(recv: Connection, send: Connection, preload: list[str]) -> None:
+    """The worker's loop: run tasks until the parent closes the pipe or goes away."""
+    for module in preload:
+        importlib.import_module(module)
     send.send(("ready", os.getpid()))
 
     def progress(phase: str) -> None:
@@ -288,5 +316,7 @@ def _serve(recv: Connection, send: Connection) -> None:
 
 if __name__ == "__main__":
     _serve(
-        Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False)
+        Connection(int(sys.argv[1]), writable=False),
+        Connection(int(sys.argv[2]), readable=False),
+        sys.argv[3:],
     )

@@ -88,3 +88,20 @@ def test_run_isolated_keys_workers_by_env():
     b = run_isolated(f"{T}:echo", 0, compile_timeout_s=30, run_timeout_s=30, env={"K": "1"})
     c = run_isolated(f"{T}:echo", 0, compile_timeout_s=30, run_timeout_s=30, env={"K": "2"})
     assert a["pid"] == b["pid"] != c["pid"]
+
+
+def test_failed_start_is_a_crash_result():
+    worker = IsolatedWorker(preload=("no_such_module_ciq",))
+    res = worker.run(f"{T}:echo", 0, compile_timeout_s=30, run_timeout_s=30)
+    assert res["status"] == "crash" and "while starting" in res["error"]
+    assert worker.pid is None
+
+
+def test_preload_counts_in_spawn_time():
+    worker = IsolatedWorker(preload=("torch",))
+    try:
+        res = worker.run(f"{T}:echo", 0, compile_timeout_s=30, run_timeout_s=30)
+        # importing torch takes well over 0.3 s on any machine; a bare interpreter far less
+        assert res["status"] == "ok" and res["worker_spawn_s"] > 0.3
+    finally:
+        worker.close()
