@@ -294,6 +294,12 @@ class Engine:
     def pending(self) -> list[Candidate]:
         return list(self._pending.values())
 
+    def pending_config(self, candidate_id: int) -> Any:
+        """Configuration of a candidate that is out for evaluation."""
+        if candidate_id not in self._pending:
+            raise EngineError(f"candidate {candidate_id} is not out for evaluation")
+        return self._pending[candidate_id].config
+
     @property
     def records(self) -> list[EvaluationRecord]:
         return list(self._records)

@@ -1,0 +1,444 @@
+"""`CompileIQSearcher`: a Ray Tune `Searcher` that is a thin adapter over a ciq-tune engine."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+import warnings
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+
+from ray.tune.search import UNDEFINED_METRIC_MODE
+from ray.tune.search import UNDEFINED_SEARCH_SPACE
+from ray.tune.search import Searcher
+from ray.tune.search.sample import Categorical
+from ray.tune.search.sample import Domain
+from ray.tune.search.sample import Float
+from ray.tune.search.sample import Integer
+from ray.tune.search.sample import LogUniform
+from ray.tune.search.sample import Quantized
+from ray.tune.search.sample import Uniform
+
+import ciq_tune.space as ss
+from ciq_tune.engine import Budget
+from ciq_tune.engine import Engine
+from ciq_tune.engine import EngineConfig
+from ciq_tune.engine import Objective
+from ciq_tune.engine import SearchResults
+from ciq_tune.engine import create_engine
+from ciq_tune.errors import StateError
+from ciq_tune.results import OK
+
+logger = logging.getLogger(__name__)
+
+SEARCHER_STATE_SCHEMA = 1
+# Values a log-integer domain is discretised into at most when converted from Ray Tune.
+LOG_INTEGER_VALUES = 32
+
+
+class CompileIQSearcher(Searcher):
+    """Evolutionary search (GA / NSGA-II / NSGA-III) for Ray Tune over a ciq-tune space.
+
+    Args:
+        space: a dict of `ciq_tune.space` primitives (nested dicts/lists allowed), a
+            `SearchSpace`, or Ray Tune domains; or None to take Tune's `param_space`.
+        metric: the metric to optimise, or a list of metrics for a multi-objective search
+            (then leave TuneConfig's metric/mode unset).
+        mode: "min"/"max", or a list with one direction per metric.
+        strategy: "auto" (GA for one objective, NSGA-II for 2–3, NSGA-III beyond), "ga",
+            "nsga2", "nsga3" or "random".
+        generations, max_evaluations, time_budget_s, stagnation_generations: the budget;
+            the first limit reached ends the search (Tune then gets `Searcher.FINISHED`).
+            With none given, 10 generations.
+        pool_size: candidates per generation (default: the strategy's).
+        engine_config: further strategy settings (`EngineConfig` fields: survivors,
+            mutation_prob, crossover_prob, steady_state, …).
+        constraints: expressions such as "BM * BN <= 65536" that every proposal satisfies.
+        points_to_evaluate: configurations evaluated first (warm start; may be partial).
+        baseline: a configuration (or "default") evaluated first and marked as the baseline.
+        weights: per-objective weights used to pick the best point of a Pareto front.
+        seed: makes the sequence of proposals reproducible.
+
+    Example:
+        >>> import ray
+        >>> from ray import tune
+        >>> import ciq_tune.space as ss
+        >>> from ciq_tune import CompileIQSearcher
+        >>> def objective(config):
+        ...     return {"score": config["x"] ** 2 + config["y"]}
+        >>> searcher = CompileIQSearcher(
+        ...     space={"x": ss.range(1.0, 20.0, 0.5), "y": ss.choice([1, 2, 3])},
+        ...     metric="score", mode="min", max_evaluations=24, seed=0)
+        >>> _ = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        >>> grid = tune.Tuner(objective, tune_config=tune.TuneConfig(
+        ...     search_alg=searcher, num_samples=-1)).fit()
+        >>> len(grid), len(searcher.results())
+        (24, 24)
+        >>> ray.shutdown()
+    """
+
+    def __init__(
+        self,
+        space: Mapping[str, Any] | ss.SearchSpace | None = None,
+        metric: str | Sequence[str] | None = None,
+        mode: str | Sequence[str] | None = None,
+        *,
+        strategy: str = "auto",
+        generations: int | None = None,
+        max_evaluations: int | None = None,
+        time_budget_s: float | None = None,
+        stagnation_generations: int | None = None,
+        pool_size: int | None = None,
+        engine_config: Mapping[str, Any] | EngineConfig | None = None,
+        constraints: Sequence[str] = (),
+        points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
+        baseline: Mapping[str, Any] | str | None = None,
+        weights: Sequence[float] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        metric, mode = _normalise_metric_mode(metric, mode)
+        super().__init__(metric=metric, mode=mode)  # type: ignore[arg-type]
+        self._space: ss.SearchSpace | None = None
+        self._constraints = list(constraints)
+        if space is not None:
+            self._space = self._as_space(space)
+        self._strategy = strategy
+        self._budget = Budget(
+            max_generations=generations,
+            max_evaluations=max_evaluations,
+            max_time_s=time_budget_s,
+            stagnation_generations=stagnation_generations,
+        )
+        if all(v is None for v in self._budget.model_dump().values()):
+            self._budget = Budget(max_generations=10)
+        config = (
+            engine_config.model_dump(exclude_unset=True)
+            if isinstance(engine_config, EngineConfig)
+            else dict(engine_config or {})
+        )
+        if pool_size is not None:
+            config["pool_size"] = pool_size
+        self._engine_config = config
+        self._points = list(points_to_evaluate or [])
+        self._baseline = baseline
+        self._weights = list(weights) if weights is not None else None
+        self._seed = seed
+        self._engine: Engine | None = None
+        self._live: dict[str, int] = {}
+        self._completed: set[str] = set()
+        self._last_results: dict[str, dict[str, Any]] = {}
+        self._max_concurrent: int | None = None
+
+    # -- Tune's hooks --------------------------------------------------------------------------
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict, **spec: Any
+    ) -> bool:
+        domains = _has_domains(config)
+        if self._space is not None and domains:
+            raise ValueError(
+                "CompileIQSearcher got a search space twice: in `space=` and as search domains "
+                "in Tuner(param_space=...). Give it in one place only (constants in param_space "
+                "are fine)."
+            )
+        if self._space is None and domains:
+            self._space = self._as_space(config)
+        if metric and not self._metric:
+            self._metric, self._mode = _normalise_metric_mode(metric, mode)
+        elif mode and not self._mode:
+            self._mode = mode
+        return True
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        self._max_concurrent = max_concurrent
+        return True
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        if trial_id in self._live:  # Tune asked again for the same trial: same answer
+            return self._engine_or_raise().pending_config(self._live[trial_id])
+        engine = self._engine_or_raise()
+        if self._max_concurrent is not None and len(self._live) >= self._max_concurrent:
+            return None
+        candidate = engine.ask()
+        if candidate is None:
+            return Searcher.FINISHED if engine.finished else None
+        self._live[trial_id] = candidate.id
+        return json.loads(json.dumps(candidate.config))
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        if trial_id in self._live:
+            self._last_results[trial_id] = _metrics_only(result, self._metrics())
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict | None = None, error: bool = False
+    ) -> None:
+        candidate_id = self._live.pop(trial_id, None)
+        if candidate_id is None:
+            if trial_id in self._completed:
+                logger.warning("trial %s completed a second time; ignored", trial_id)
+            else:
+                logger.warning("trial %s was not suggested by this searcher; ignored", trial_id)
+            return
+        last = self._last_results.pop(trial_id, None)
+        engine = self._engine_or_raise()
+        self._completed.add(trial_id)
+        if error:
+            engine.tell(candidate_id, None, status="error", info={"trial_id": trial_id})
+            return
+        # A trial stopped early by a scheduler (ASHA) completes with its last reported result,
+        # the value the scheduler compared; that value is what the engine learns from.
+        result = result if result is not None else last
+        values, status = self._outcome(result)
+        info = {"trial_id": trial_id}
+        if result is not None:
+            info.update(
+                {k: result[k] for k in ("training_iteration", "time_total_s") if k in result}
+            )
+        engine.tell(candidate_id, values, status=status, info=info)
+
+    # -- results and state ---------------------------------------------------------------------
+    def results(self) -> SearchResults:
+        """Every evaluation told so far (best configuration, Pareto front, table)."""
+        return self._engine_or_raise().result()
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine_or_raise()
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "schema": SEARCHER_STATE_SCHEMA,
+            "metric": self._metric,
+            "mode": self._mode,
+            "space": None if self._space is None else self._space.to_dict(),
+            "settings": {
+                "strategy": self._strategy,
+                "budget": self._budget.model_dump(),
+                "engine_config": self._engine_config,
+                "points_to_evaluate": self._points,
+                "baseline": self._baseline,
+                "weights": self._weights,
+                "seed": self._seed,
+            },
+            "engine": None if self._engine is None else self._engine.get_state(),
+            "live": self._live,
+            "completed": sorted(self._completed),
+            "last_results": self._last_results,
+            "max_concurrent": self._max_concurrent,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if state.get("schema") != SEARCHER_STATE_SCHEMA:
+            raise StateError(
+                f"searcher state has schema {state.get('schema')!r}; this version reads "
+                f"{SEARCHER_STATE_SCHEMA}"
+            )
+        self._metric, self._mode = state["metric"], state["mode"]
+        self._space = None if state["space"] is None else ss.SearchSpace.from_dict(state["space"])
+        settings = state["settings"]
+        self._strategy = settings["strategy"]
+        self._budget = Budget(**settings["budget"])
+        self._engine_config = settings["engine_config"]
+        self._points = settings["points_to_evaluate"]
+        self._baseline = settings["baseline"]
+        self._weights = settings["weights"]
+        self._seed = settings["seed"]
+        self._engine = None
+        if state["engine"] is not None:
+            self._engine = Engine.from_state(state["engine"], space=self._space)
+        self._live = dict(state["live"])
+        self._completed = set(state["completed"])
+        self._last_results = dict(state["last_results"])
+        self._max_concurrent = state["max_concurrent"]
+
+    def save(self, checkpoint_path: str) -> None:
+        """Write the state as JSON atomically (a temporary file, then `os.replace`)."""
+        directory = os.path.dirname(os.path.abspath(checkpoint_path))
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ciq-searcher-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.get_state(), f)
+        os.replace(tmp, checkpoint_path)
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Load state written by `save`; works on a bare `CompileIQSearcher()`."""
+        with open(checkpoint_path) as f:
+            self.set_state(json.load(f))
+
+    # -- conversion ----------------------------------------------------------------------------
+    @staticmethod
+    def convert_search_space(spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Ray Tune domains → ciq-tune primitives (nested dicts kept; constants pass through).
+
+        Raises `ValueError` for domains without a bounded, searchable equivalent and warns
+        when a conversion discretises (log-integer domains, quantized log floats).
+        """
+        return {key: _convert(value, key) for key, value in spec.items()}
+
+    # -- internals -----------------------------------------------------------------------------
+    def _as_space(self, space: Mapping[str, Any] | ss.SearchSpace) -> ss.SearchSpace:
+        if isinstance(space, ss.SearchSpace):
+            if self._constraints:
+                return ss.SearchSpace(
+                    space.spec, constraints=[*space.constraints, *self._constraints]
+                )
+            return space
+        if not isinstance(space, Mapping):
+            raise ValueError(
+                f"`space` must be a dict of parameters (Ray Tune passes configs as dicts), got "
+                f"{type(space).__name__}"
+            )
+        return ss.SearchSpace(self.convert_search_space(space), constraints=self._constraints)
+
+    def _metrics(self) -> list[str]:
+        if self._metric is None:
+            return []
+        return [self._metric] if isinstance(self._metric, str) else list(self._metric)
+
+    def _engine_or_raise(self) -> Engine:
+        if self._engine is not None:
+            return self._engine
+        if self._space is None:
+            raise RuntimeError(
+                UNDEFINED_SEARCH_SPACE.format(cls=type(self).__name__, space="space")
+            )
+        if not self._metric or not self._mode:
+            raise RuntimeError(
+                UNDEFINED_METRIC_MODE.format(
+                    cls=type(self).__name__, metric=self._metric, mode=self._mode
+                )
+            )
+        metrics = self._metrics()
+        modes = [self._mode] * len(metrics) if isinstance(self._mode, str) else list(self._mode)
+        weights = self._weights or [1.0] * len(metrics)
+        if len(weights) != len(metrics):
+            raise ValueError(
+                f"`weights` needs one value per metric {metrics}, got weights={self._weights}"
+            )
+        objectives = [
+            Objective(name=m, mode=d, weight=w)
+            for m, d, w in zip(metrics, modes, weights, strict=True)
+        ]
+        self._engine = create_engine(
+            self._strategy,
+            self._space,
+            objectives,
+            config=self._engine_config,
+            budget=self._budget,
+            seed=self._seed,
+            initial_points=self._points,
+            baseline=self._baseline,
+        )
+        return self._engine
+
+    def _outcome(self, result: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
+        if result is None:
+            return None, "no_result"
+        reported = result.get("status", OK)
+        status = reported if isinstance(reported, str) and reported else OK
+        missing = [m for m in self._metrics() if m not in result]
+        if missing:
+            logger.warning(
+                "a trial's result has no %s (it reported %s); counted as a failure",
+                missing,
+                sorted(k for k in result if not k.startswith(("time", "date", "node", "pid"))),
+            )
+            return None, "missing_metric"
+        values = {m: result[m] for m in self._metrics()}
+        if status != OK:
+            return None, status
+        return values, OK
+
+
+def _normalise_metric_mode(
+    metric: str | Sequence[str] | None, mode: str | Sequence[str] | None
+) -> tuple[Any, Any]:
+    if isinstance(metric, (list, tuple)):
+        metric = list(metric)
+        if isinstance(mode, str):
+            mode = [mode] * len(metric)
+        elif mode is not None:
+            mode = list(mode)
+            if len(mode) != len(metric):
+                raise ValueError(
+                    f"`mode` needs one direction per metric: metric={metric}, mode={mode}"
+                )
+    for direction in [mode] if isinstance(mode, str) else mode or []:
+        if direction not in ("min", "max"):
+            raise ValueError(f"`mode` must be 'min' or 'max', got mode={mode!r}")
+    return metric, mode
+
+
+def _has_domains(config: Any) -> bool:
+    if isinstance(config, (Domain, ss.Parameter, ss.Conditional)):
+        return True
+    if isinstance(config, Mapping):
+        if "grid_search" in config:
+            return True
+        return any(_has_domains(v) for v in config.values())
+    if isinstance(config, (list, tuple)):
+        return any(_has_domains(v) for v in config)
+    return False
+
+
+def _convert(value: Any, key: str) -> Any:
+    if isinstance(value, (ss.Parameter, ss.Conditional)):
+        return value
+    if isinstance(value, Mapping):
+        if set(value) == {"grid_search"}:
+            warnings.warn(
+                f"`{key}`: grid_search becomes a choice; the searcher picks values, it does not "
+                "enumerate the grid",
+                stacklevel=3,
+            )
+            return ss.choice(list(value["grid_search"]))
+        return {k: _convert(v, f"{key}/{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_convert(v, f"{key}/{i}") for i, v in enumerate(value)]
+    if not isinstance(value, Domain):
+        return value
+    sampler = value.get_sampler()
+    quantum = sampler.q if isinstance(sampler, Quantized) else None
+    base = sampler.sampler if isinstance(sampler, Quantized) else sampler
+    if isinstance(value, Categorical):
+        if any(isinstance(c, Domain) for c in value.categories):
+            raise ValueError(f"`{key}`: nested search domains inside tune.choice are unsupported")
+        return ss.choice(list(value.categories))
+    if isinstance(value, Integer) and isinstance(base, Uniform):
+        if quantum is None or quantum == 1:
+            return ss.range(int(value.lower), int(value.upper) - 1)
+        low = math.ceil(value.lower / quantum) * quantum
+        return ss.range(int(low), int(value.upper // quantum * quantum), int(quantum))
+    if isinstance(value, Integer) and isinstance(base, LogUniform):
+        count = int(value.upper) - int(value.lower)
+        total = min(count, LOG_INTEGER_VALUES)
+        if total < count:
+            warnings.warn(
+                f"`{key}`: tune.lograndint({value.lower}, {value.upper}) becomes {total} "
+                "log-spaced integers",
+                stacklevel=3,
+            )
+        return ss.log_sampling(int(value.lower), int(value.upper) - 1, total)
+    if isinstance(value, Float) and isinstance(base, Uniform):
+        if quantum is None:
+            return ss.uniform(value.lower, value.upper)
+        return ss.range(value.lower, value.upper, quantum)
+    if isinstance(value, Float) and isinstance(base, LogUniform):
+        if quantum is not None:
+            warnings.warn(
+                f"`{key}`: tune.qloguniform's quantum {quantum} is dropped; searched as a "
+                "continuous log-scale value",
+                stacklevel=3,
+            )
+        return ss.uniform(value.lower, value.upper, log=True)
+    raise ValueError(
+        f"`{key}`: {type(value).__name__} with a {type(base).__name__} sampler has no bounded "
+        "equivalent in ciq-tune; use tune.uniform/loguniform/randint/choice or ciq_tune.space"
+    )
+
+
+def _metrics_only(result: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, Any]:
+    keep = [*metrics, "status", "training_iteration", "time_total_s"]
+    return {k: result[k] for k in keep if k in result}

@@ -1,0 +1,178 @@
+"""CompileIQSearcher inside real Ray Tune runs on 2 CPUs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import ray
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+
+from ciq_tune import CompileIQSearcher
+from tests.engine.conftest import TOY_SPACE
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _run(trainable, searcher, tmp_path: Path, name: str, **tune_kwargs) -> tune.ResultGrid:
+    run_kwargs = tune_kwargs.pop("run_kwargs", {})
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, **tune_kwargs),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name=name, verbose=0, **run_kwargs),
+    )
+    return tuner.fit()
+
+
+def toy_trainable(config):
+    return {"score": config["x"] ** 2 + config["y"]}
+
+
+def test_single_objective_run_finishes_on_budget(tmp_path: Path) -> None:
+    searcher = CompileIQSearcher(
+        space=TOY_SPACE, metric="score", mode="min", max_evaluations=40, seed=0
+    )
+    grid = _run(toy_trainable, searcher, tmp_path, "single", reuse_actors=True)
+    assert len(grid) == 40
+    assert len(searcher.results()) == 40
+    best_tune = grid.get_best_result(metric="score", mode="min").metrics["score"]
+    assert searcher.results().best(1)[0].values["score"] == best_tune
+
+
+def test_multi_objective_run_with_param_space_domains(tmp_path: Path) -> None:
+    def two(config):
+        return {"time": config["a"] + 0.1 * config["b"], "energy": 10 - config["a"]}
+
+    searcher = CompileIQSearcher(
+        metric=["time", "energy"], mode=["min", "min"], generations=2, pool_size=8, seed=1
+    )
+    tuner = tune.Tuner(
+        two,
+        param_space={"a": tune.randint(0, 10), "b": tune.choice([1, 2, 3]), "const": "k"},
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="multi", verbose=0),
+    )
+    grid = tuner.fit()
+    assert len(grid) == 16
+    assert all(r.config["const"] == "k" for r in grid)
+    results = searcher.results()
+    front = results.pareto_front()
+    assert front
+    for f in front:  # no evaluated point is at least as good in both and better in one
+        fv = (f.values["time"], f.values["energy"])
+        for r in results.ok_records:
+            rv = (r.values["time"], r.values["energy"])
+            assert not (rv[0] <= fv[0] and rv[1] <= fv[1] and rv != fv)
+
+
+def test_errors_in_trainables_are_failures_not_crashes(tmp_path: Path) -> None:
+    def flaky(config):
+        if config["y"] == 3:
+            raise RuntimeError("kernel crashed")
+        return {"score": config["x"] ** 2 + config["y"]}
+
+    searcher = CompileIQSearcher(
+        space=TOY_SPACE, metric="score", mode="min", max_evaluations=24, seed=2
+    )
+    grid = _run(flaky, searcher, tmp_path, "errors")
+    assert len(grid) == 24
+    records = searcher.results().records
+    assert {r.status for r in records if r.config["y"] == 3} <= {"error"}
+    assert all(r.ok for r in records if r.config["y"] != 3)
+    assert len(grid.errors) == sum(r.status == "error" for r in records)
+
+
+def test_concurrency_limit_is_respected(tmp_path: Path) -> None:
+    marker = tmp_path / "running"
+    marker.mkdir()
+
+    def slow(config):
+        path = marker / f"{os.getpid()}-{time.time_ns()}"
+        path.touch()
+        running = len(list(marker.iterdir()))
+        time.sleep(0.2)
+        path.unlink()
+        return {"score": config["x"], "running": running}
+
+    searcher = CompileIQSearcher(
+        space=TOY_SPACE, metric="score", mode="min", max_evaluations=10, seed=3
+    )
+    grid = _run(slow, searcher, tmp_path, "limit", max_concurrent_trials=1)
+    assert len(grid) == 10
+    assert max(r.metrics["running"] for r in grid) == 1
+
+
+def test_asha_early_stopping(tmp_path: Path) -> None:
+    def iterative(config):
+        for step in range(1, 9):
+            tune.report({"loss": (config["x"] ** 2 + config["y"]) / step})
+
+    searcher = CompileIQSearcher(
+        space=TOY_SPACE, metric="loss", mode="min", max_evaluations=16, seed=4
+    )
+    scheduler = ASHAScheduler(max_t=8, grace_period=1, reduction_factor=2)
+    grid = _run(
+        iterative, searcher, tmp_path, "asha", scheduler=scheduler, metric="loss", mode="min"
+    )
+    assert len(grid) == 16
+    iterations = [r.info["training_iteration"] for r in searcher.results().records]
+    assert min(iterations) < 8  # some trials were stopped early...
+    assert len(searcher.results().ok_records) == 16  # ...and still count with their last value
+
+
+class _InterruptOnce(tune.Callback):
+    """Sends SIGINT (as Ctrl+C would) once, after `after` completed trials."""
+
+    def __init__(self, after: int, marker: str) -> None:
+        self.after, self.marker, self.done = after, marker, 0
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.done += 1
+        if self.done >= self.after and not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_restore_after_interruption_ends_on_budget_without_repeats(tmp_path: Path) -> None:
+    log = tmp_path / "evaluations.log"
+
+    def logged(config):
+        time.sleep(0.05)
+        with open(log, "a") as f:
+            f.write(json.dumps(config, sort_keys=True) + "\n")
+        return {"score": config["x"] ** 2 + config["y"]}
+
+    budget = 40
+    searcher = CompileIQSearcher(
+        space=TOY_SPACE, metric="score", mode="min", max_evaluations=budget, seed=5
+    )
+    callback = _InterruptOnce(after=15, marker=str(tmp_path / "interrupted"))
+    first = _run(
+        logged,
+        searcher,
+        tmp_path,
+        "resume",
+        max_concurrent_trials=2,
+        run_kwargs={"callbacks": [callback]},
+    )
+    assert len(first) < budget  # the run really was interrupted
+    grid = tune.Tuner.restore(str(tmp_path / "resume"), logged).fit()
+    assert len(grid) == budget
+    configs = [json.dumps(r.config, sort_keys=True) for r in grid]
+    assert len(set(configs)) == budget
+    executed = log.read_text().splitlines()
+    # Trials in flight at the interruption are re-run by Tune (same trial, same config).
+    assert set(executed) == set(configs)
+    assert len(executed) - budget <= 2
