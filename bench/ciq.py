@@ -16,7 +16,12 @@ from ciq_tune.engine import create_engine
 
 METRIC = "time_ms"
 # Engine strategies the harness runs, by tuner name.
-ENGINE_TUNERS = {"ciq": "auto", "ciq_ga": "ga", "ciq_random": "random"}
+ENGINE_TUNERS = {
+    "ciq": "auto",
+    "ciq_ga": "ga",
+    "ciq_screened": "screened",
+    "ciq_random": "random",
+}
 
 
 def engine_tuner(strategy: str, config: Mapping[str, Any] | None = None) -> Tuner:

@@ -14,6 +14,7 @@ from ciq_tune.engine.ga import GA
 from ciq_tune.engine.nsga2 import NSGA2
 from ciq_tune.engine.nsga3 import NSGA3
 from ciq_tune.engine.random import RandomSearch
+from ciq_tune.engine.screened import ScreenedGA
 from ciq_tune.errors import EngineError
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
@@ -24,6 +25,7 @@ STRATEGIES: dict[str, type[Engine]] = {
     "nsga2": NSGA2,
     "nsga3": NSGA3,
     "random": RandomSearch,
+    "screened": ScreenedGA,
 }
 
 __all__ = [

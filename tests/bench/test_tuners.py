@@ -25,13 +25,19 @@ def test_peer_spends_its_budget_on_unique_feasible_configs(small: Problem, name:
     assert list(again.seen) == list(first.seen)
 
 
-@pytest.mark.parametrize("strategy", ["auto", "random"])
+@pytest.mark.parametrize("strategy", ["auto", "screened", "random"])
 def test_engine_tuner_is_deterministic(small: Problem, strategy: str) -> None:
     run = engine_tuner(strategy)
     first, again, other = run(small, 40, 3), run(small, 40, 3), run(small, 40, 4)
     assert len(first.seen) == 40
     assert list(first.seen) == list(again.seen)
     assert list(first.seen) != list(other.seen)
+
+
+def test_screened_engine_beats_random_search(small: Problem) -> None:
+    screened = [engine_tuner("screened")(small, 40, s).trace[-1] for s in range(4)]
+    random = [PEERS["random"](small, 40, s).trace[-1] for s in range(4)]
+    assert sum(screened) / 4 > sum(random) / 4
 
 
 @pytest.mark.slow
