@@ -340,32 +340,33 @@ def split_config(
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Split a trial's configuration into kernel parameters and per-catalog controls.
 
-    Accepts the nested form (``{"BLOCK_M": 64, "triton": {"num_warps": 4}}``) and the flat form
-    with "/"-joined keys (``{"triton/num_warps": 4}``); knocked-out controls are simply absent.
+    Accepts the nested form of `objectives.make_search_space`
+    (``{"params": {"BLOCK_M": 64}, "controls": {"triton": {"num_warps": 4}}}``) and the same
+    with "/"-joined keys (``{"controls/triton/num_warps": 4}``); knocked-out controls are absent.
 
     Raises:
-        ValueError: If `config` names a key that is neither a parameter nor a catalog.
+        ValueError: If `config` names something that is not a parameter or catalog of `desc`.
     """
     nested: dict[str, Any] = {}
     for key, value in config.items():
-        head, _, rest = key.partition("/")
-        if not rest:
-            nested[key] = value
-            continue
-        node = nested.setdefault(head, {})
-        *path, leaf = rest.split("/")
+        *path, leaf = key.split("/")
+        node = nested
         for part in path:
             node = node.setdefault(part, {})
         node[leaf] = value
-    unknown = sorted(set(nested) - set(desc.params) - set(desc.controls))
+    params = dict(nested.pop("params", {}))
+    controls = dict(nested.pop("controls", {}))
+    unknown = [
+        *(f"top-level {k!r}" for k in nested),
+        *(f"params/{k}" for k in params if k not in desc.params),
+        *(f"controls/{k}" for k in controls if k not in desc.controls),
+    ]
     if unknown:
         raise ValueError(
-            f"configuration names {unknown}, which are neither `params` {sorted(desc.params)} "
-            f"nor `controls` {sorted(desc.controls)} of {desc.name!r}"
+            f"configuration names {unknown}, which are not in {desc.name!r} (params "
+            f"{sorted(desc.params)}, controls {sorted(desc.controls)})"
         )
-    params = {k: v for k, v in nested.items() if k in desc.params}
-    controls = {k: dict(nested.get(k) or {}) for k in desc.controls}
-    return params, controls
+    return params, {k: dict(controls.get(k) or {}) for k in desc.controls}
 
 
 def _dtype(name: str) -> torch.dtype:

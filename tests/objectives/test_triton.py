@@ -48,16 +48,18 @@ def _small_matmul(tmp_path: Path):
 
 def test_split_config_nested_and_flat(tmp_path):
     desc = _scale(tmp_path)
-    nested = split_config(desc, {"BLOCK": 128, "triton": {"num_warps": 4}})
-    flat = split_config(desc, {"BLOCK": 128, "triton/num_warps": 4})
+    nested = split_config(desc, {"params": {"BLOCK": 128}, "controls": {"triton": {"num_warps": 4}}})
+    flat = split_config(desc, {"params/BLOCK": 128, "controls/triton/num_warps": 4})
     assert nested == flat == ({"BLOCK": 128}, {"triton": {"num_warps": 4}})
-    assert split_config(desc, {"BLOCK": 256}) == ({"BLOCK": 256}, {"triton": {}})
-    with pytest.raises(ValueError, match=r"\['nvcc'\]"):
-        split_config(desc, {"BLOCK": 128, "nvcc": {}})
+    assert split_config(desc, {"params": {"BLOCK": 256}}) == ({"BLOCK": 256}, {"triton": {}})
+    with pytest.raises(ValueError, match="controls/nvcc"):
+        split_config(desc, {"params": {"BLOCK": 128}, "controls": {"nvcc": {}}})
+    with pytest.raises(ValueError, match="params/BM"):
+        split_config(desc, {"params": {"BM": 128}})
 
 
 def test_interpreter_checks_a_correct_kernel(tmp_path):
-    result = make_trainable(_scale(tmp_path))({"BLOCK": 128, "triton": {"num_warps": 2}})
+    result = make_trainable(_scale(tmp_path))({"params": {"BLOCK": 128}, "controls": {"triton": {"num_warps": 2}}})
     assert result["status"] == "ok", result
     assert result["timer"] == "host" and result["time_ms"] > 0 and result["n"] == 3
     assert result["max_abs_err"] == 0.0
@@ -65,7 +67,7 @@ def test_interpreter_checks_a_correct_kernel(tmp_path):
 
 def test_interpreter_flags_unwritten_output(tmp_path):
     desc = _scale(tmp_path, entry="scale_skips_tail", reference="scale:twice")
-    result = make_trainable(desc)({"BLOCK": 256})
+    result = make_trainable(desc)({"params": {"BLOCK": 256}})
     assert result["status"] == "wrong_result"
     assert math.isnan(result["time_ms"])
     # 1000 elements in blocks of 256: the last program owns 232 of them
@@ -74,24 +76,24 @@ def test_interpreter_flags_unwritten_output(tmp_path):
 
 def test_module_reference(tmp_path):
     desc = _scale(tmp_path, reference="scale:twice")
-    assert make_trainable(desc)({"BLOCK": 256})["status"] == "ok"
+    assert make_trainable(desc)({"params": {"BLOCK": 256}})["status"] == "ok"
 
 
 def test_bad_control_is_a_compile_error(tmp_path):
-    result = make_trainable(_scale(tmp_path))({"BLOCK": 128, "triton": {"num_warps": 3}})
+    result = make_trainable(_scale(tmp_path))({"params": {"BLOCK": 128}, "controls": {"triton": {"num_warps": 3}}})
     assert result["status"] == "compile_error" and "num_warps=3" in result["error"]
     assert math.isnan(result["time_ms"])
 
 
 def test_unknown_config_key_is_data_not_an_exception(tmp_path):
-    result = make_trainable(_scale(tmp_path))({"BLOCK": 128, "bogus": 1})
+    result = make_trainable(_scale(tmp_path))({"params": {"BLOCK": 128}, "bogus": 1})
     assert result["status"] == "crash" and "bogus" in result["error"]
 
 
 def test_matmul_example_under_interpreter(tmp_path):
     trainable = make_trainable(_small_matmul(tmp_path))
     config = {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4}
-    result = trainable({**config, "triton": {"num_warps": 4, "num_stages": 3}})
+    result = trainable({"params": config, "controls": {"triton": {"num_warps": 4, "num_stages": 3}}})
     assert result["status"] == "ok", result
     assert result["rel_err"] < 1e-3
 
@@ -106,7 +108,7 @@ def test_make_trainable_rejects_other_kinds(tmp_path):
 def test_matmul_example_on_gpu_compiles_checks_and_times():
     trainable = make_trainable(load_description(MATMUL))
     config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}
-    result = trainable({**config, "triton": {"num_warps": 4, "num_stages": 3}})
+    result = trainable({"params": config, "controls": {"triton": {"num_warps": 4, "num_stages": 3}}})
     assert result["status"] == "ok", result
     assert result["timer"] == "cuda_events" and result["n_regs"] > 0
     # 2·4096³ FLOP at 50–1000 TFLOP/s
@@ -117,5 +119,5 @@ def test_matmul_example_on_gpu_compiles_checks_and_times():
 def test_shared_memory_overflow_is_a_compile_error():
     trainable = make_trainable(load_description(MATMUL))
     config = {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8}
-    result = trainable({**config, "triton": {"num_warps": 8, "num_stages": 6}})
+    result = trainable({"params": config, "controls": {"triton": {"num_warps": 8, "num_stages": 6}}})
     assert result["status"] == "compile_error", result
