@@ -18,19 +18,19 @@ if [[ $STEPS == *env* ]]; then
   nvcc --version | tail -1
 fi
 if [[ $STEPS == *tests* ]]; then
-  timeout 240 python3 -m pytest -q -m gpu tests/objectives -p no:cacheprovider -rA 2>&1 \
+  timeout 120 python3 -m pytest -q -m gpu tests/objectives -p no:cacheprovider -rA 2>&1 \
     | tee "$OUT/gpu_tests.log" | tail -25
 fi
 if [[ $STEPS == *matmul* ]]; then
-  timeout 330 python3 scripts/gpu/tune.py examples/kernels/triton/matmul.yaml \
-    --evals "$MM_EVALS" --cublas --out "$OUT/matmul" \
+  timeout 290 python3 scripts/gpu/tune.py examples/kernels/triton/matmul.yaml \
+    --evals "$MM_EVALS" --budget-s "${MM_BUDGET:-200}" --cublas --out "$OUT/matmul" \
     --default '{"params": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8},
                 "controls": {"triton": {"num_warps": 4, "num_stages": 3}}}' 2>&1 \
     | grep -v -E "WARNING|INFO|^\s*$" | tee "$OUT/matmul.log" | tail -20
 fi
 if [[ $STEPS == *cuda* ]]; then
-  timeout 240 python3 scripts/gpu/tune.py examples/kernels/cuda/row_sum.yaml \
-    --evals "$CU_EVALS" --out "$OUT/row_sum" \
+  timeout 170 python3 scripts/gpu/tune.py examples/kernels/cuda/row_sum.yaml \
+    --evals "$CU_EVALS" --budget-s "${CU_BUDGET:-100}" --out "$OUT/row_sum" \
     --default '{"params": {"BLOCK": 256, "ROWS": 1, "VEC": 1, "UNROLL": 1},
                 "controls": {"nvcc": {}}}' 2>&1 \
     | grep -v -E "WARNING|INFO|^\s*$" | tee "$OUT/row_sum.log" | tail -20

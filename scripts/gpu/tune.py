@@ -52,7 +52,9 @@ _KEEP = (
 )
 
 
-def search(desc_path: str, evals: int, default: dict[str, Any], seed: int) -> dict[str, Any]:
+def search(
+    desc_path: str, evals: int, default: dict[str, Any], seed: int, budget_s: float | None
+) -> dict[str, Any]:
     """Run the search; returns the trial records, the best config and the wall time."""
     desc = load_description(desc_path)
     space = make_search_space(desc)
@@ -61,6 +63,7 @@ def search(desc_path: str, evals: int, default: dict[str, Any], seed: int) -> di
         metric=desc.metric,
         mode=desc.mode,
         max_evaluations=evals,
+        time_budget_s=budget_s,
         seed=seed,
         points_to_evaluate=[default],
     )
@@ -190,10 +193,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--cublas", action="store_true")
+    parser.add_argument("--budget-s", type=float, default=None, help="search time budget (s)")
     args = parser.parse_args()
     default = json.loads(args.default)
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    report = search(args.description, args.evals, default, args.seed)
+    report = search(args.description, args.evals, default, args.seed, args.budget_s)
     best = report["best"]
     print(f"search: {report['n_trials']} trials in {report['search_wall_s']:.0f} s")
     statuses: dict[str, int] = {}
