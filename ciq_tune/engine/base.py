@@ -140,6 +140,8 @@ class Engine:
 
     name: ClassVar[str] = "base"
     config_model: ClassVar[type[EngineConfig]] = EngineConfig
+    min_objectives: ClassVar[int] = 1
+    max_objectives: ClassVar[int | None] = None
 
     def __init__(
         self,
@@ -198,7 +200,7 @@ class Engine:
         while candidates are out) or the budget is spent (then `finished` once all are told)."""
         if self.stop_reason is not None:
             return None
-        if not self._queue:
+        if not self._queue and not self._exhausted:
             self._refill_queue()
         if not self._queue or self.stop_reason is not None:
             return None
@@ -262,6 +264,8 @@ class Engine:
         """
         if not self._pending and not self._queue and self.stop_reason is None:
             self._refill_queue()
+            if not self._queue and self.stop_reason is None:  # nothing new could be made
+                self._exhausted = True
         return self.stop_reason is not None and not self._pending
 
     @property
@@ -269,7 +273,7 @@ class Engine:
         """Why the engine proposes no more candidates, or None while it does."""
         budget = self.budget
         asked = len(self._records) + len(self._pending)
-        if self._exhausted:
+        if self._exhausted and not self._queue:
             return "every feasible configuration has been evaluated"
         if budget.max_evaluations is not None and asked >= budget.max_evaluations:
             return f"max_evaluations={budget.max_evaluations} reached"
@@ -488,7 +492,7 @@ class Engine:
             if candidate is None:
                 candidate = self._unseen_random()
             if candidate is None:
-                self._exhausted = not self._pending and not self._queue and not out
+                self._exhausted = True
                 break
             out.append(candidate)
         return out
@@ -601,6 +605,18 @@ class Engine:
     # -- strategy hooks ------------------------------------------------------------------------
     def _validate_objectives(self) -> None:
         """Raise `EngineError` when the strategy cannot handle `self.objectives`."""
+        n = len(self.objectives)
+        names = [o.name for o in self.objectives]
+        if n < self.min_objectives:
+            raise EngineError(
+                f"strategy {self.name!r} needs at least {self.min_objectives} objectives, got "
+                f"{names}; use 'ga' for one"
+            )
+        if self.max_objectives is not None and n > self.max_objectives:
+            raise EngineError(
+                f"strategy {self.name!r} optimises at most {self.max_objectives} objective(s), "
+                f"got {n} ({names}); use 'nsga2' or 'nsga3'"
+            )
 
     def _survive(self, records: list[EvaluationRecord], n: int) -> list[EvaluationRecord]:
         """The `n` records that survive into the next population, best first."""

@@ -14,7 +14,6 @@ from pymoo.algorithms.soo.nonconvex.ga import FitnessSurvival
 
 from ciq_tune.engine.base import Engine
 from ciq_tune.engine.base import EngineConfig
-from ciq_tune.errors import EngineError
 from ciq_tune.results import EvaluationRecord
 
 GA_DEFAULTS: dict[str, Any] = {
@@ -37,13 +36,7 @@ class GA(Engine):
 
     name: ClassVar[str] = "ga"
     config_model: ClassVar[type[EngineConfig]] = GAConfig
-
-    def _validate_objectives(self) -> None:
-        if len(self.objectives) != 1:
-            raise EngineError(
-                f"strategy 'ga' optimises one objective, got {len(self.objectives)} "
-                f"({[o.name for o in self.objectives]}); use 'nsga2' or 'nsga3'"
-            )
+    max_objectives: ClassVar[int | None] = 1
 
     def _survive(self, records: list[EvaluationRecord], n: int) -> list[EvaluationRecord]:
         pop = self.as_population(records)

@@ -13,7 +13,6 @@ from pymoo.operators.survival.rank_and_crowding import RankAndCrowding
 
 from ciq_tune.engine.base import Engine
 from ciq_tune.engine.base import EngineConfig
-from ciq_tune.errors import EngineError
 from ciq_tune.results import EvaluationRecord
 
 NSGA2_DEFAULTS = {"pool_size": 24, "crossover_prob": 0.9}
@@ -30,13 +29,7 @@ class NSGA2(Engine):
 
     name: ClassVar[str] = "nsga2"
     config_model: ClassVar[type[EngineConfig]] = NSGA2Config
-
-    def _validate_objectives(self) -> None:
-        if len(self.objectives) < 2:
-            raise EngineError(
-                f"strategy {self.name!r} needs at least two objectives, got "
-                f"{[o.name for o in self.objectives]}; use 'ga' for one"
-            )
+    min_objectives: ClassVar[int] = 2
 
     def _survive(self, records: list[EvaluationRecord], n: int) -> list[EvaluationRecord]:
         pop = self.as_population(records)
