@@ -34,7 +34,9 @@ class SafeCallback(Callback):
         inner: the callback to protect.
     """
 
-    IS_CALLBACK_CONTAINER = True  # Ray checks that every `on_*` hook is forwarded
+    # Ray checks that every `on_*` hook is forwarded. Ray passes hook arguments by keyword, so
+    # the hooks take `**info` like Ray's own CallbackList (hence the override ignores).
+    IS_CALLBACK_CONTAINER = True
 
     def __init__(self, inner: Callback) -> None:
         self.inner = inner
@@ -66,40 +68,40 @@ class SafeCallback(Callback):
                     exc,
                 )
 
-    def setup(self, **info: Any) -> None:
+    def setup(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("setup", **info)
 
-    def on_step_begin(self, **info: Any) -> None:
+    def on_step_begin(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_step_begin", **info)
 
-    def on_step_end(self, **info: Any) -> None:
+    def on_step_end(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_step_end", **info)
 
-    def on_trial_start(self, **info: Any) -> None:
+    def on_trial_start(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_trial_start", **info)
 
-    def on_trial_restore(self, **info: Any) -> None:
+    def on_trial_restore(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_trial_restore", **info)
 
-    def on_trial_save(self, **info: Any) -> None:
+    def on_trial_save(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_trial_save", **info)
 
-    def on_trial_result(self, **info: Any) -> None:
+    def on_trial_result(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_trial_result", **info)
 
-    def on_trial_complete(self, **info: Any) -> None:
+    def on_trial_complete(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_trial_complete", **info)
 
-    def on_trial_recover(self, **info: Any) -> None:
+    def on_trial_recover(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_trial_recover", **info)
 
-    def on_trial_error(self, **info: Any) -> None:
+    def on_trial_error(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_trial_error", **info)
 
-    def on_checkpoint(self, **info: Any) -> None:
+    def on_checkpoint(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_checkpoint", **info)
 
-    def on_experiment_end(self, **info: Any) -> None:
+    def on_experiment_end(self, **info: Any) -> None:  # type: ignore[override]
         self._forward("on_experiment_end", **info)
 
 
@@ -129,12 +131,14 @@ class CiqMLflowLoggerCallback(MLflowLoggerCallback):
         config: TrackingConfig,
     ) -> None:
         super().__init__(tracking_uri, experiment_name=experiment_name, tags=tags)
+        self._uri = tracking_uri
+        self._experiment = experiment_name
         self.artifact_dir = artifact_dir
         self.config = config
         self._artifacts: dict[Trial, dict[str, Any]] = {}
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
-        ensure_experiment(self.tracking_uri, self.experiment_name, self.artifact_dir)
+        ensure_experiment(self._uri, self._experiment, self.artifact_dir)
         super().setup(*args, **kwargs)
 
     def log_trial_result(self, iteration: int, trial: Trial, result: dict) -> None:
@@ -146,7 +150,7 @@ class CiqMLflowLoggerCallback(MLflowLoggerCallback):
     def log_trial_end(self, trial: Trial, failed: bool = False) -> None:
         from mlflow import MlflowClient
 
-        client = MlflowClient(tracking_uri=self.tracking_uri)
+        client = MlflowClient(tracking_uri=self._uri)
         run_id = self._trial_runs[trial]
         found = self._artifacts.pop(trial, {})
         for key in self.config.artifact_keys:

@@ -1,0 +1,152 @@
+"""False-accept and false-reject rates of `ciq_tune.validation.validate` on synthetic timings.
+
+Each trial re-measures a synthetic baseline and candidate whose true ratio is known: 1.00
+(the candidate's "speedup" is only noise; KEPT is a false accept) or 1.03 (a real 3 % speedup;
+REJECTED is a false reject). Noise models follow the H100 facts in docs/validation.md.
+
+    python -m bench.validation_power --trials 500 --out docs/validation_power.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ciq_tune.validation import ValidationConfig
+from ciq_tune.validation import compare_samples
+from ciq_tune.validation import measure_interleaved
+
+# Coefficient of variation of repeated do_bench(rep=50) of a Triton matmul on an H100.
+H100_CV = 0.025
+TRUE_SPEEDUP = 1.03
+BASE_MS = 0.2
+
+
+@dataclass
+class NoisyMachine:
+    """A GPU whose every timed run shares one clock: slow drift, serial correlation, outliers.
+
+    Attributes:
+        cv: standard deviation of the independent part of the noise, relative.
+        tails_df: degrees of freedom of a Student-t noise (heavy tails), None for normal.
+        ar1: correlation of consecutive runs' noise (thermal/clock state), 0 for none.
+        drift: relative change of every run's time from the first to the last call.
+        calls: expected number of calls (to spread the drift over).
+    """
+
+    rng: np.random.Generator
+    cv: float = H100_CV
+    tails_df: float | None = None
+    ar1: float = 0.0
+    drift: float = 0.0
+    calls: int = 70
+    _t: int = 0
+    _state: float = 0.0
+
+    def timer(self, true_ms: float) -> Callable[[], float]:
+        def run() -> float:
+            if self.tails_df is None:
+                eps = self.rng.normal()
+            else:
+                # Scaled to unit variance, so `cv` keeps its meaning.
+                df = self.tails_df
+                eps = self.rng.standard_t(df) * np.sqrt((df - 2) / df)
+            # AR(1) with unit stationary variance: a run resembles the one before it.
+            self._state = self.ar1 * self._state + np.sqrt(1 - self.ar1**2) * eps
+            factor = 1 + self.drift * self._t / self.calls + self.cv * self._state
+            self._t += 1
+            return true_ms * factor
+
+        return run
+
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "normal": {},
+    "student-t3": {"tails_df": 3.0},
+    "ar1-0.5+drift-5%": {"ar1": 0.5, "drift": -0.05},
+}
+
+
+def trial(
+    scenario: str, ratio: float, config: ValidationConfig, seed: int, interleaved: bool
+) -> bool:
+    """One synthetic validation; True when the candidate is KEPT."""
+    machine = NoisyMachine(
+        np.random.default_rng(seed),
+        calls=2 * (config.warmup + config.repetitions),
+        **SCENARIOS[scenario],
+    )
+    base = machine.timer(BASE_MS)
+    cand = machine.timer(BASE_MS / ratio)
+    if interleaved:
+        b, c = measure_interleaved(base, cand, warmup=config.warmup, repetitions=config.repetitions)
+    else:
+        # All of A, then all of B: what a naive re-measurement does.
+        for _ in range(config.warmup):
+            base()
+        b = [base() for _ in range(config.repetitions)]
+        for _ in range(config.warmup):
+            cand()
+        c = [cand() for _ in range(config.repetitions)]
+    return compare_samples(b, c, config=config).kept
+
+
+def rate(hits: int, n: int) -> dict[str, float]:
+    """Observed rate and its 95 % Clopper-Pearson interval."""
+    ci = stats.binomtest(hits, n).proportion_ci(confidence_level=0.95, method="exact")
+    return {"rate": hits / n, "ci_low": ci.low, "ci_high": ci.high}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=500, help="trials per cell")
+    parser.add_argument("--repetitions", type=int, nargs="+", default=[10, 20, 30, 50])
+    parser.add_argument("--out", type=Path, help="write the table as JSON here")
+    args = parser.parse_args(argv)
+    cells = [("normal", reps, True) for reps in args.repetitions]
+    default_reps = ValidationConfig().repetitions
+    cells += [(name, default_reps, True) for name in SCENARIOS if name != "normal"]
+    cells += [("ar1-0.5+drift-5%", default_reps, False)]
+    rows = []
+    start = time.perf_counter()
+    for scenario, reps, interleaved in cells:
+        config = ValidationConfig(repetitions=reps)
+        row: dict[str, Any] = {
+            "scenario": scenario,
+            "order": "ABAB" if interleaved else "AA..BB",
+            "repetitions": reps,
+        }
+        for label, ratio in (("false_accept", 1.0), ("false_reject", TRUE_SPEEDUP)):
+            kept = sum(
+                trial(scenario, ratio, config, seed, interleaved) for seed in range(args.trials)
+            )
+            hits = kept if ratio == 1.0 else args.trials - kept
+            row[label] = rate(hits, args.trials)
+        rows.append(row)
+        fa, fr = row["false_accept"], row["false_reject"]
+        print(
+            f"{scenario:18s} {row['order']:7s} n={reps:3d}  false accept "
+            f"{100 * fa['rate']:5.1f}% [{100 * fa['ci_low']:.1f}, {100 * fa['ci_high']:.1f}]  "
+            f"false reject {100 * fr['rate']:5.1f}% "
+            f"[{100 * fr['ci_low']:.1f}, {100 * fr['ci_high']:.1f}]",
+            flush=True,
+        )
+    elapsed = time.perf_counter() - start
+    print(f"{args.trials} trials per cell, {elapsed:.0f} s")
+    if args.out is not None:
+        payload = {"trials": args.trials, "true_speedup": TRUE_SPEEDUP, "cv": H100_CV, "rows": rows}
+        args.out.write_text(json.dumps(payload, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
