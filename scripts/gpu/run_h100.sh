@@ -8,7 +8,7 @@ MM_EVALS=${1:-50}
 CU_EVALS=${2:-40}
 STEPS=${3:-env,tests,matmul,cuda}
 export PYTHONUNBUFFERED=1 RAY_AUTH_MODE=disabled PYTHONPATH=$PWD:/tmp/site
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
   .whl/*.whl || exit 1
 if [[ $STEPS == *env* ]]; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
