@@ -192,6 +192,13 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: all)")
     parser.add_argument("--out", type=Path, default=Path("ciq-tune-out"), help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    parser.add_argument(
+        "--tracking",
+        choices=["mlflow", "log", "none"],
+        default="mlflow",
+        help="record trials in MLflow (an embedded sqlite store in OUT/mlflow.db; view it with "
+        "`mlflow ui --backend-store-uri sqlite:///OUT/mlflow.db`), as log lines, or not at all",
+    )
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -200,11 +207,13 @@ def _tune(args: argparse.Namespace) -> int:
 
     from ciq_tune.controls import controls_file as cf
     from ciq_tune.controls.controls_file import installed_catalog
+    from ciq_tune.tracking import TrackingConfig
     from objectives import load_description
     from objectives import make_search_space
     from objectives import make_trainable
     from objectives import starting_points
     from searchers.compileiq_searcher import CompileIQSearcher
+    from searchers.tracking import tracking_callbacks
 
     if args.budget < 1:
         raise CiqTuneError(f"`--budget` must be a positive evaluation count, got {args.budget}")
@@ -226,12 +235,20 @@ def _tune(args: argparse.Namespace) -> int:
             make_trainable(desc),
             tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1),
             run_config=tune.RunConfig(
-                name=desc.name, storage_path=str(args.out.resolve() / "ray"), verbose=0
+                name=desc.name,
+                storage_path=str(args.out.resolve() / "ray"),
+                verbose=0,
+                callbacks=tracking_callbacks(
+                    TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=desc.name
+                ),
             ),
         )
         grid = tuner.fit()
     finally:
         ray.shutdown()
+    # Every evaluation, failures included, for `ciq-tune report` and for review.
+    searcher.results().to_parquet(args.out / "evaluations.parquet")
+    searcher.results().to_csv(args.out / "evaluations.csv")
     rows = [(grid[i].config or {}, grid[i].metrics or {}) for i in range(len(grid))]
     ok = [(c, m) for c, m in rows if m.get("status") == "ok" and _finite(m.get(desc.metric))]
     if not ok:
@@ -300,3 +317,54 @@ register(
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from ciq_tune.validation import validate_main
+
+    return validate_main(args)
+
+
+def _validate_args(parser: argparse.ArgumentParser) -> None:
+    from ciq_tune.validation import add_validate_arguments
+
+    add_validate_arguments(parser)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from ciq_tune.report import report_main
+
+    return report_main(args)
+
+
+def _report_args(parser: argparse.ArgumentParser) -> None:
+    from ciq_tune.report import add_report_arguments
+
+    add_report_arguments(parser)
+
+
+register(
+    Command(
+        name="validate",
+        help="re-check a speedup: Welch's t, Cohen's d, bootstrap CI of the speedup, a verdict",
+        description=(
+            "Compare timings of a baseline and a candidate measured interleaved (ABAB…), one "
+            "time in ms per line. Exits 0 when the speedup is KEPT (p < alpha and the CI's lower "
+            "bound above --min-speedup), 1 when REJECTED. See docs/validation.md."
+        ),
+        configure=_validate_args,
+        run=_validate,
+    )
+)
+register(
+    Command(
+        name="report",
+        help="plots and one HTML page (convergence, Pareto front, parameter importance)",
+        description=(
+            "Build PNGs and report.html from a finished run's evaluations table "
+            "(RUN_DIR/evaluations.parquet or .csv, written by `ciq-tune tune`)."
+        ),
+        configure=_report_args,
+        run=_report,
+    )
+)
