@@ -27,8 +27,10 @@ def toy(config: dict) -> float:
     return config["x"] ** 2 + config["y"]
 
 
-def evals_to_optimum_engine(seed: int, budget: int) -> int | None:
-    engine = create_engine("auto", SPACE, "score", budget=Budget(max_evaluations=budget), seed=seed)
+def evals_to_optimum_engine(seed: int, budget: int, strategy: str = "auto") -> int | None:
+    engine = create_engine(
+        strategy, SPACE, "score", budget=Budget(max_evaluations=budget), seed=seed
+    )
     count = 0
     while not engine.finished:
         candidate = engine.ask()
@@ -64,8 +66,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--through-tune", type=int, default=0, help="seeds also run in Tune")
+    parser.add_argument("--strategy", default="auto", help="engine strategy (default: auto)")
     args = parser.parse_args()
-    found = [evals_to_optimum_engine(seed, args.budget) for seed in range(args.seeds)]
+    found = [
+        evals_to_optimum_engine(seed, args.budget, args.strategy) for seed in range(args.seeds)
+    ]
     hits = [n for n in found if n is not None]
     print(f"engine: optimum reached in {len(hits)}/{args.seeds} seeds within {args.budget} evals")
     print(f"engine: evaluations to optimum per seed: {found}")
