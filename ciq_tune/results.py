@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -204,3 +205,38 @@ def _json_safe_info(info: Mapping[str, Any]) -> dict[str, Any]:
         return dict(info)
     except (TypeError, ValueError):
         return {k: repr(v) for k, v in info.items()}
+
+
+def parse_values(
+    objectives: Sequence[Objective],
+    values: float | Sequence[float] | Mapping[str, float] | None,
+    status: str,
+) -> tuple[dict[str, float] | None, str]:
+    """Objective values by name and the evaluation's status.
+
+    `values` is a number (one objective), a sequence in objective order or a mapping by name.
+    A missing, non-numeric, NaN or infinite value turns "ok" into "invalid_result"; a sequence
+    of the wrong length is a caller's error (`EngineError`).
+    """
+    if status != OK or values is None:
+        return None, status if status != OK else "invalid_result"
+    names = [o.name for o in objectives]
+    if isinstance(values, Mapping):
+        if any(n not in values for n in names):
+            return None, "invalid_result"
+        raw = [values[n] for n in names]
+    elif isinstance(values, (int, float, np.number)):
+        raw = [values]
+    else:
+        raw = list(values)
+    if len(raw) != len(names):
+        raise EngineError(
+            f"expected {len(names)} objective values ({names}), got {len(raw)}: {values!r}"
+        )
+    try:
+        parsed = {n: float(v) for n, v in zip(names, raw, strict=True)}
+    except (TypeError, ValueError):
+        return None, "invalid_result"
+    if not all(math.isfinite(v) for v in parsed.values()):
+        return None, "invalid_result"
+    return parsed, OK

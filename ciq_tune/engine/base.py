@@ -1,10 +1,13 @@
 """The ask/tell engine loop shared by every strategy.
 
-A strategy fills in three hooks that sit together at the bottom of `Engine`:
+A strategy sets `min_objectives`/`max_objectives` and fills in hooks that sit together at the
+bottom of `Engine`:
 
 - `_survive(records, n)`: which evaluated candidates form the next population (best first);
 - `_parent_ranks(population)`: a rank per survivor for tournament selection (lower is better);
-- `_validate_objectives()`: whether the strategy handles this many objectives.
+- `_offspring(n)`: new candidates bred from the population (default: binary tournament,
+  uniform crossover, per-parameter mutation, constraint repair, duplicate elimination);
+- `_strategy_state()` / `_load_strategy_state(state)`: extra state to save and restore.
 
 The base owns everything else: the first generation (warm start + random sampling), variation
 (crossover, mutation, constraint repair), duplicate elimination against the archive, failures,
@@ -25,12 +28,10 @@ from typing import ClassVar
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel
-from pydantic import ConfigDict
-from pydantic import Field
-from pydantic import model_validator
 from pymoo.core.population import Population
 
+from ciq_tune.engine.config import Budget
+from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.operators import FeasibilityRepair
 from ciq_tune.engine.operators import ParameterMutation
 from ciq_tune.engine.operators import SpaceProblem
@@ -43,6 +44,7 @@ from ciq_tune.results import OK
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
+from ciq_tune.results import parse_values
 from ciq_tune.space import SearchSpace
 from ciq_tune.space.space import MAX_ENUMERATION
 from ciq_tune.space.space import Genes
@@ -54,61 +56,6 @@ UNIQUE_CHILD_TRIES = 30
 UNIQUE_RANDOM_TRIES = 200
 
 DEFAULT_GENERATIONS = 10
-
-
-class Budget(BaseModel):
-    """When the engine stops proposing candidates. Every limit is optional; the first one
-    reached ends the search.
-
-    Args:
-        max_generations: generations (pools of `pool_size` evaluations) to run.
-        max_evaluations: unique evaluations, failed ones included.
-        max_time_s: wall-clock seconds since the engine started (kept across restore).
-        stagnation_generations: stop after this many generations without improvement.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_generations: int | None = Field(default=None, ge=1)
-    max_evaluations: int | None = Field(default=None, ge=1)
-    max_time_s: float | None = Field(default=None, gt=0)
-    stagnation_generations: int | None = Field(default=None, ge=1)
-
-
-class EngineConfig(BaseModel):
-    """Settings shared by the evolutionary strategies; each strategy has its own subclass and
-    `*_DEFAULTS`.
-
-    Args:
-        pool_size: candidates per generation (CompileIQ's `pool_size`).
-        survivors: population kept between generations (default: `pool_size`).
-        mutation_prob: per-gene mutation probability (default: max(1/n_params, 0.1)).
-        crossover_prob: probability that a pair of parents is recombined.
-        steady_state: propose a new candidate whenever a worker is free instead of waiting for
-            the slowest evaluation of the generation.
-        min_pass_fraction: a generation in which fewer candidates than this fraction of
-            `pool_size` pass is refilled with new candidates (up to `max_refills` times).
-        max_refills: refills allowed per generation.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    pool_size: int = Field(default=16, ge=2)
-    survivors: int | None = Field(default=None, ge=2)
-    mutation_prob: float | None = Field(default=None, gt=0, le=1)
-    crossover_prob: float = Field(default=0.9, ge=0, le=1)
-    steady_state: bool = False
-    min_pass_fraction: float = Field(default=0.25, ge=0, le=1)
-    max_refills: int = Field(default=1, ge=0)
-
-    @model_validator(mode="after")
-    def _survivors_fit(self) -> EngineConfig:
-        if self.survivors is not None and self.survivors > 4 * self.pool_size:
-            raise ValueError(
-                f"`survivors` must be at most 4 x pool_size, got survivors={self.survivors}, "
-                f"pool_size={self.pool_size}"
-            )
-        return self
 
 
 @dataclass(frozen=True)
@@ -233,7 +180,7 @@ class Engine:
                 f"candidate {candidate_id} was "
                 + ("already told" if told else "never handed out by ask()")
             )
-        parsed, status = self._parse_values(values, status)
+        parsed, status = parse_values(self.objectives, values, status)
         record = EvaluationRecord(
             candidate_id=candidate.id,
             generation=candidate.generation,
@@ -534,33 +481,7 @@ class Engine:
     def _n_survivors(self) -> int:
         return self.config.survivors or self.config.pool_size
 
-    # -- values --------------------------------------------------------------------------------
-    def _parse_values(
-        self, values: float | Sequence[float] | Mapping[str, float] | None, status: str
-    ) -> tuple[dict[str, float] | None, str]:
-        if status != OK or values is None:
-            return None, status if status != OK else "invalid_result"
-        names = [o.name for o in self.objectives]
-        if isinstance(values, Mapping):
-            if any(n not in values for n in names):
-                return None, "invalid_result"
-            raw = [values[n] for n in names]
-        elif isinstance(values, (int, float, np.number)):
-            raw = [values]
-        else:
-            raw = list(values)
-        if len(raw) != len(names):
-            raise EngineError(
-                f"expected {len(names)} objective values ({names}), got {len(raw)}: {values!r}"
-            )
-        try:
-            parsed = {n: float(v) for n, v in zip(names, raw, strict=True)}
-        except (TypeError, ValueError):
-            return None, "invalid_result"
-        if not all(math.isfinite(v) for v in parsed.values()):
-            return None, "invalid_result"
-        return parsed, OK
-
+    # -- values ---------------------------------------------------------------------------------
     def _is_improvement(self, record: EvaluationRecord) -> bool:
         """A new best value (one objective) or a point that no earlier one dominates (several);
         keeps the non-dominated front of minimised values up to date."""

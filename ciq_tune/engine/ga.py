@@ -13,7 +13,7 @@ from typing import ClassVar
 from pymoo.algorithms.soo.nonconvex.ga import FitnessSurvival
 
 from ciq_tune.engine.base import Engine
-from ciq_tune.engine.base import EngineConfig
+from ciq_tune.engine.config import EngineConfig
 from ciq_tune.results import EvaluationRecord
 
 GA_DEFAULTS: dict[str, Any] = {

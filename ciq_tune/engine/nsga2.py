@@ -12,7 +12,7 @@ import numpy as np
 from pymoo.operators.survival.rank_and_crowding import RankAndCrowding
 
 from ciq_tune.engine.base import Engine
-from ciq_tune.engine.base import EngineConfig
+from ciq_tune.engine.config import EngineConfig
 from ciq_tune.results import EvaluationRecord
 
 NSGA2_DEFAULTS = {"pool_size": 24, "crossover_prob": 0.9}

@@ -15,7 +15,7 @@ from pydantic import Field
 from pymoo.algorithms.moo.nsga3 import ReferenceDirectionSurvival
 from pymoo.util.ref_dirs import get_reference_directions
 
-from ciq_tune.engine.base import EngineConfig
+from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.nsga2 import NSGA2
 from ciq_tune.errors import EngineError
 from ciq_tune.results import EvaluationRecord

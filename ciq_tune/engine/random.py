@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ciq_tune.engine.base import Engine
-from ciq_tune.engine.base import EngineConfig
+from ciq_tune.engine.config import EngineConfig
 from ciq_tune.results import EvaluationRecord
 
 

@@ -20,7 +20,7 @@ from pydantic import Field
 from pymoo.core.population import Population
 
 from ciq_tune.engine.base import Candidate
-from ciq_tune.engine.base import EngineConfig
+from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.ga import GA
 from ciq_tune.space.space import Genes
 

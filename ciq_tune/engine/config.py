@@ -1,0 +1,63 @@
+"""Typed, frozen settings shared by the engines: the budget and the evolutionary settings."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from pydantic import ConfigDict
+from pydantic import Field
+from pydantic import model_validator
+
+
+class Budget(BaseModel):
+    """When the engine stops proposing candidates. Every limit is optional; the first one
+    reached ends the search.
+
+    Args:
+        max_generations: generations (pools of `pool_size` evaluations) to run.
+        max_evaluations: unique evaluations, failed ones included.
+        max_time_s: wall-clock seconds since the engine started (kept across restore).
+        stagnation_generations: stop after this many generations without improvement.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_generations: int | None = Field(default=None, ge=1)
+    max_evaluations: int | None = Field(default=None, ge=1)
+    max_time_s: float | None = Field(default=None, gt=0)
+    stagnation_generations: int | None = Field(default=None, ge=1)
+
+
+class EngineConfig(BaseModel):
+    """Settings shared by the evolutionary strategies; each strategy has its own subclass and
+    `*_DEFAULTS`.
+
+    Args:
+        pool_size: candidates per generation (CompileIQ's `pool_size`).
+        survivors: population kept between generations (default: `pool_size`).
+        mutation_prob: per-gene mutation probability (default: max(1/n_params, 0.1)).
+        crossover_prob: probability that a pair of parents is recombined.
+        steady_state: propose a new candidate whenever a worker is free instead of waiting for
+            the slowest evaluation of the generation.
+        min_pass_fraction: a generation in which fewer candidates than this fraction of
+            `pool_size` pass is refilled with new candidates (up to `max_refills` times).
+        max_refills: refills allowed per generation.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pool_size: int = Field(default=16, ge=2)
+    survivors: int | None = Field(default=None, ge=2)
+    mutation_prob: float | None = Field(default=None, gt=0, le=1)
+    crossover_prob: float = Field(default=0.9, ge=0, le=1)
+    steady_state: bool = False
+    min_pass_fraction: float = Field(default=0.25, ge=0, le=1)
+    max_refills: int = Field(default=1, ge=0)
+
+    @model_validator(mode="after")
+    def _survivors_fit(self) -> EngineConfig:
+        if self.survivors is not None and self.survivors > 4 * self.pool_size:
+            raise ValueError(
+                f"`survivors` must be at most 4 x pool_size, got survivors={self.survivors}, "
+                f"pool_size={self.pool_size}"
+            )
+        return self
