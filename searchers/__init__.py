@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from searchers.compileiq_searcher import CompileIQSearcher
+from searchers.results import results_from_result_grid
 
-__all__ = ["CompileIQSearcher"]
+__all__ = ["CompileIQSearcher", "results_from_result_grid"]

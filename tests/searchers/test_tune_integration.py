@@ -14,6 +14,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
 from ciq_tune import CompileIQSearcher
+from searchers import results_from_result_grid
 from tests.engine.conftest import TOY_SPACE
 
 pytestmark = pytest.mark.slow
@@ -49,6 +50,11 @@ def test_single_objective_run_finishes_on_budget(tmp_path: Path) -> None:
     assert len(searcher.results()) == 40
     best_tune = grid.get_best_result(metric="score", mode="min").metrics["score"]
     assert searcher.results().best(1)[0].values["score"] == best_tune
+    from_grid = results_from_result_grid(grid, "score", "min")
+    assert len(from_grid) == 40
+    assert from_grid.best_config == searcher.results().best_config
+    table = from_grid.table()
+    assert len(table) == 40 and {"score", "config/x", "config/y"} <= set(table.columns)
 
 
 def test_multi_objective_run_with_param_space_domains(tmp_path: Path) -> None:
@@ -92,6 +98,8 @@ def test_errors_in_trainables_are_failures_not_crashes(tmp_path: Path) -> None:
     assert {r.status for r in records if r.config["y"] == 3} <= {"error"}
     assert all(r.ok for r in records if r.config["y"] != 3)
     assert len(grid.errors) == sum(r.status == "error" for r in records)
+    from_grid = results_from_result_grid(grid, "score", "min")
+    assert sorted(r.status for r in from_grid.records) == sorted(r.status for r in records)
 
 
 def test_concurrency_limit_is_respected(tmp_path: Path) -> None:
