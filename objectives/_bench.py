@@ -303,7 +303,9 @@ def measure_energy(
         pynvml.nvmlInit()
         # NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES renumbers them, the PCI id does not.
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        bus_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        # CUDA builds of torch have these fields; the CPU build's type stubs do not.
+        domain, bus, dev = props.pci_domain_id, props.pci_bus_id, props.pci_device_id  # type: ignore[attr-defined]
+        bus_id = f"{domain:08x}:{bus:02x}:{dev:02x}.0"
         handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
         pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
     except Exception:  # NVML or the counter missing: energy is an optional metric.

@@ -9,6 +9,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 from objectives._bench import check_and_time
@@ -143,7 +144,7 @@ def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[s
     info["compile_s"] = time.perf_counter() - t0
     progress("compiled")
 
-    def launch(tensors: dict[str, Any]) -> None:
+    def launch(tensors: Mapping[str, Any]) -> None:
         kernel[grid](*tensors.values(), **kwargs)
 
     # A different seed per candidate in this worker: every check sees new data.

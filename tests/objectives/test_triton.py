@@ -48,7 +48,9 @@ def _small_matmul(tmp_path: Path):
 
 def test_split_config_nested_and_flat(tmp_path):
     desc = _scale(tmp_path)
-    nested = split_config(desc, {"params": {"BLOCK": 128}, "controls": {"triton": {"num_warps": 4}}})
+    nested = split_config(
+        desc, {"params": {"BLOCK": 128}, "controls": {"triton": {"num_warps": 4}}}
+    )
     flat = split_config(desc, {"params/BLOCK": 128, "controls/triton/num_warps": 4})
     assert nested == flat == ({"BLOCK": 128}, {"triton": {"num_warps": 4}})
     assert split_config(desc, {"params": {"BLOCK": 256}}) == ({"BLOCK": 256}, {"triton": {}})
@@ -59,7 +61,9 @@ def test_split_config_nested_and_flat(tmp_path):
 
 
 def test_interpreter_checks_a_correct_kernel(tmp_path):
-    result = make_trainable(_scale(tmp_path))({"params": {"BLOCK": 128}, "controls": {"triton": {"num_warps": 2}}})
+    result = make_trainable(_scale(tmp_path))(
+        {"params": {"BLOCK": 128}, "controls": {"triton": {"num_warps": 2}}}
+    )
     assert result["status"] == "ok", result
     assert result["timer"] == "host" and result["time_ms"] > 0 and result["n"] == 3
     assert result["max_abs_err"] == 0.0
@@ -80,7 +84,9 @@ def test_module_reference(tmp_path):
 
 
 def test_bad_control_is_a_compile_error(tmp_path):
-    result = make_trainable(_scale(tmp_path))({"params": {"BLOCK": 128}, "controls": {"triton": {"num_warps": 3}}})
+    result = make_trainable(_scale(tmp_path))(
+        {"params": {"BLOCK": 128}, "controls": {"triton": {"num_warps": 3}}}
+    )
     assert result["status"] == "compile_error" and "num_warps=3" in result["error"]
     assert math.isnan(result["time_ms"])
 
@@ -93,7 +99,9 @@ def test_unknown_config_key_is_data_not_an_exception(tmp_path):
 def test_matmul_example_under_interpreter(tmp_path):
     trainable = make_trainable(_small_matmul(tmp_path))
     config = {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4}
-    result = trainable({"params": config, "controls": {"triton": {"num_warps": 4, "num_stages": 3}}})
+    result = trainable(
+        {"params": config, "controls": {"triton": {"num_warps": 4, "num_stages": 3}}}
+    )
     assert result["status"] == "ok", result
     assert result["rel_err"] < 1e-3
 
@@ -108,7 +116,9 @@ def test_make_trainable_rejects_other_kinds(tmp_path):
 def test_matmul_example_on_gpu_compiles_checks_and_times():
     trainable = make_trainable(load_description(MATMUL))
     config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}
-    result = trainable({"params": config, "controls": {"triton": {"num_warps": 4, "num_stages": 3}}})
+    result = trainable(
+        {"params": config, "controls": {"triton": {"num_warps": 4, "num_stages": 3}}}
+    )
     assert result["status"] == "ok", result
     assert result["timer"] == "cuda_events" and result["n_regs"] > 0
     # 2·4096³ FLOP at 50–1000 TFLOP/s
@@ -119,5 +129,7 @@ def test_matmul_example_on_gpu_compiles_checks_and_times():
 def test_shared_memory_overflow_is_a_compile_error():
     trainable = make_trainable(load_description(MATMUL))
     config = {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8}
-    result = trainable({"params": config, "controls": {"triton": {"num_warps": 8, "num_stages": 6}}})
+    result = trainable(
+        {"params": config, "controls": {"triton": {"num_warps": 8, "num_stages": 6}}}
+    )
     assert result["status"] == "compile_error", result
