@@ -41,7 +41,8 @@ LOG_INTEGER_VALUES = 32
 
 
 class CompileIQSearcher(Searcher):
-    """Evolutionary search (GA / NSGA-II / NSGA-III) for Ray Tune over a ciq-tune space.
+    """Evolutionary search (screened GA / GA / NSGA-II / NSGA-III) for Ray Tune over a ciq-tune
+    space.
 
     Args:
         space: a dict of `ciq_tune.space` primitives (nested dicts/lists allowed), a
@@ -49,8 +50,8 @@ class CompileIQSearcher(Searcher):
         metric: the metric to optimise, or a list of metrics for a multi-objective search
             (then leave TuneConfig's metric/mode unset).
         mode: "min"/"max", or a list with one direction per metric.
-        strategy: "auto" (GA for one objective, NSGA-II for 2–3, NSGA-III beyond), "ga",
-            "nsga2", "nsga3" or "random".
+        strategy: "auto" (the screened GA for one objective, NSGA-II for 2–3, NSGA-III
+            beyond), "screened", "ga", "nsga2", "nsga3" or "random".
         generations, max_evaluations, time_budget_s, stagnation_generations: the budget;
             the first limit reached ends the search (Tune then gets `Searcher.FINISHED`).
             With none given, 10 generations.
