@@ -1,7 +1,8 @@
 """ciq-tune: an open, Ray Tune-native autotuner for GPU kernels and their compiler controls.
 
 `ciq_tune` itself never imports Ray at load time; `CompileIQSearcher` is re-exported lazily
-from `searchers` so that the engine can be used (and tested) without Ray.
+from `searchers` so that the engine can be used (and tested) without Ray. The
+CompileIQ-compatible `Search` API (`ciq_tune.compat`) is re-exported lazily too.
 """
 
 from __future__ import annotations
@@ -13,9 +14,38 @@ from ciq_tune import space
 from ciq_tune.space import SearchSpace
 
 if TYPE_CHECKING:
+    from ciq_tune.compat import BASELINE_DNA
+    from ciq_tune.compat import INVALID_SCORE
+    from ciq_tune.compat import MultiScoreComparison
+    from ciq_tune.compat import Search
+    from ciq_tune.compat import SearchConfiguration
+    from ciq_tune.compat import SearchResult
+    from ciq_tune.compat import WorkerTypes
     from searchers.compileiq_searcher import CompileIQSearcher
 
-__all__ = ["CompileIQSearcher", "SearchSpace", "space"]
+# Names re-exported lazily from `ciq_tune.compat` (it loads pandas; `start()` loads Ray).
+_COMPAT = {
+    "BASELINE_DNA",
+    "INVALID_SCORE",
+    "MultiScoreComparison",
+    "Search",
+    "SearchConfiguration",
+    "SearchResult",
+    "WorkerTypes",
+}
+
+__all__ = [
+    "BASELINE_DNA",
+    "INVALID_SCORE",
+    "CompileIQSearcher",
+    "MultiScoreComparison",
+    "Search",
+    "SearchConfiguration",
+    "SearchResult",
+    "SearchSpace",
+    "WorkerTypes",
+    "space",
+]
 __version__ = "0.1.0"
 
 
@@ -24,4 +54,8 @@ def __getattr__(name: str) -> Any:
         from searchers.compileiq_searcher import CompileIQSearcher
 
         return CompileIQSearcher
+    if name in _COMPAT:
+        import ciq_tune.compat
+
+        return getattr(ciq_tune.compat, name)
     raise AttributeError(f"module 'ciq_tune' has no attribute {name!r}")

@@ -53,3 +53,7 @@ class MeasurementError(CiqTuneError, ValueError):
 
 class ReportError(CiqTuneError, ValueError):
     """A run's evaluations table is missing or lacks the columns a report needs."""
+
+
+class ObjectiveError(CiqTuneError, RuntimeError):
+    """A search cannot go on because its objective fails (baseline run, a whole first pool)."""
