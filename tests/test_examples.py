@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,17 +14,16 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _run(name: str, tmp_path: Path) -> str:
-    env = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_RESULT_DIR": str(tmp_path), "HOME": str(tmp_path)}
-    import os
-
+    # HOME moves ~/ray_results under tmp_path (Ray rejects the old TUNE_RESULT_DIR).
+    env = {**os.environ, "RAY_AIR_NEW_OUTPUT": "0", "HOME": str(tmp_path)}
     out = subprocess.run(
         [sys.executable, str(EXAMPLES / name)],
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, **env},
-        check=True,
+        env=env,
     )
+    assert out.returncode == 0, f"{name} exited with {out.returncode}:\n{out.stderr[-4000:]}"
     return out.stdout
 
 
