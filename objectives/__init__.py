@@ -35,11 +35,15 @@ def make_search_space(description: KernelDescription) -> SearchSpace:
     """Kernel parameters and compiler controls of a description as one `SearchSpace`.
 
     Configurations look like ``{"params": {"BLOCK_M": 64}, "controls": {"ptxas": {...}}}``;
-    a knocked-out control is absent (the compiler's default).
+    a knocked-out control is absent (the compiler's default). A Helion kernel's space is derived
+    from its config spec (`objectives.helion.make_search_space`), its default being Helion's
+    default Config, which `starting_points` then evaluates first.
 
     Raises:
         DescriptionError: the description searches nothing (no params, no controls).
     """
+    if description.kind == "helion":
+        return importlib.import_module("objectives.helion").make_search_space(description)
     spec: dict[str, Any] = {}
     if description.params:
         spec["params"] = description.param_space()

@@ -45,7 +45,7 @@ DEFAULT_CONTROLS: dict[str, tuple[str, ...]] = {
 KNOWN_CATALOGS = ("ptxas", "nvcc", "triton")
 # Keyword → how its YAML value maps to a `ciq_tune.space` primitive.
 PARAM_KINDS = ("range", "choice", "ordinal", "literal", "log_sampling", "uniform")
-_PARAM_OPTIONS = ("knockout_prob", "when", "log", "seed_low", "seed_high")
+_PARAM_OPTIONS = ("knockout_prob", "when", "log", "seed_low", "seed_high", "default")
 _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
 _REFERENCE_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _DTYPES = (
@@ -187,6 +187,11 @@ class KernelDescription(_Strict):
             raise ValueError(f"outputs {missing} are not names of `inputs` {sorted(names)}")
         if self.kind != "ptx" and self.entry is None:
             raise ValueError(f"kind={self.kind!r} needs `entry` (the kernel symbol or function)")
+        if self.kind == "helion" and not self.outputs:
+            raise ValueError(
+                "kind='helion' needs `outputs`: the kernel writes its results into tensors passed "
+                "as arguments, which are poisoned before and checked after every run"
+            )
         for field in ("grid", "block"):
             text = getattr(self, field)
             if text is not None:
@@ -283,10 +288,10 @@ def _build(kind: str, args: Any, knockout: float | None, spec: dict[str, Any]) -
         return ss.literal(args, knockout_prob=knockout)
     if not isinstance(args, list):
         raise TypeError(f"`{kind}` takes a list, got {args!r}")
-    if kind == "choice":
-        return ss.choice(args, knockout_prob=knockout)
-    if kind == "ordinal":
-        return ss.ordinal(args, knockout_prob=knockout)
+    # The baseline configuration's value (`space.default_genes()`); None: the first value.
+    default = spec.get("default")
+    if kind in ("choice", "ordinal"):
+        return ss.Choice(args, knockout, ordered=kind == "ordinal", default=default)
     names = {
         "range": ("start", "end", "step"),
         "log_sampling": ("start", "end", "total"),
@@ -296,15 +301,18 @@ def _build(kind: str, args: Any, knockout: float | None, spec: dict[str, Any]) -
         raise TypeError(f"`{kind}` takes at most {len(names)} values {list(names)}, got {args!r}")
     named: dict[str, Any] = dict(zip(names, args, strict=False))
     if kind == "range":
-        return ss.range(
+        return ss.Range(
             **named,
             knockout_prob=knockout,
             seed_low=spec.get("seed_low"),
             seed_high=spec.get("seed_high"),
+            default=default,
         )
     if kind == "log_sampling":
-        return ss.log_sampling(**named, knockout_prob=knockout)
-    return ss.uniform(**named, knockout_prob=knockout, log=bool(spec.get("log", False)))
+        return ss.LogSampling(**named, knockout_prob=knockout, default=default)
+    return ss.Uniform(
+        **named, knockout_prob=knockout, log=bool(spec.get("log", False)), default=default
+    )
 
 
 def load_description(path: str | Path) -> KernelDescription:

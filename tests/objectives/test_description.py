@@ -100,6 +100,8 @@ def test_full_description_converts_params_to_space_primitives(tmp_path: Path) ->
         ("kind: ptx\nsource: kernel.ptx\ninputs: [{name: a, init: zeros}]\n", "init"),
         ("kind: ptx\nsource: kernel.ptx\ngrid: \"__import__('os')\"\n", "grid"),
         ("kind: ptx\nsource: kernel.ptx\noutputs: [z]\n", "outputs"),
+        ("kind: ptx\nsource: kernel.ptx\nparams: {a: {choice: [1, 2], default: 3}}\n", "params.a"),
+        ("kind: helion\nsource: kernel.py\nentry: matmul\n", "outputs"),
     ],
 )
 def test_bad_description_names_file_and_field(tmp_path: Path, text: str, field: str) -> None:
@@ -108,6 +110,17 @@ def test_bad_description_names_file_and_field(tmp_path: Path, text: str, field: 
         load_description(path)
     assert str(path) in str(info.value)
     assert field in str(info.value)
+
+
+def test_param_default_is_the_space_default(tmp_path: Path) -> None:
+    text = (
+        "kind: ptx\nsource: kernel.ptx\nparams:\n"
+        "  BM: {ordinal: [32, 64, 128], default: 64}\n"
+        "  x: {range: [1, 8, 1], default: 3}\n"
+        "  w: {choice: [4, 8]}\n"
+    )
+    space = ss.SearchSpace(load_description(_write(tmp_path, text)).param_space())
+    assert space.decode(space.default_genes()) == {"BM": 64, "x": 3, "w": 4}
 
 
 def test_unparsable_and_missing_files(tmp_path: Path) -> None:
