@@ -49,6 +49,7 @@ _KEEP = (
     "error",
     "energy_mj",
     "power_w",
+    "helion_config",
 )
 
 
@@ -130,15 +131,28 @@ def _cuda_launcher(desc: Any, config: dict[str, Any]) -> Any:
     return launch
 
 
+def _helion_launcher(desc: Any, config: dict[str, Any]) -> Any:
+    from objectives.helion import make_launch
+
+    return make_launch(desc, config)
+
+
+_LAUNCHERS = {"triton": _triton_launcher, "cuda": _cuda_launcher, "helion": _helion_launcher}
+
+
 def remeasure(
     desc_path: str, variants: dict[str, dict[str, Any] | None], rounds: int
 ) -> dict[str, Any]:
-    """Interleaved re-measurement; a None variant is torch.matmul (cuBLAS) on the inputs."""
+    """Interleaved re-measurement; a None variant is torch.matmul (cuBLAS) on the inputs.
+
+    Each variant's entry holds its summary and ``samples_ms``, the per-round medians (input of
+    `ciq_tune.validation.compare_samples`).
+    """
     import torch
     from triton.testing import do_bench
 
     desc = load_description(desc_path)
-    make = _triton_launcher if desc.kind == "triton" else _cuda_launcher
+    make = _LAUNCHERS[desc.kind]
     inputs = make_inputs(desc, seed=12345, device="cuda")
     expected = reference_outputs(desc, inputs)
     launchers: dict[str, Any] = {}
@@ -180,6 +194,7 @@ def remeasure(
             "max_ms": float(arr.max()),
             "rel_err": checks[name],
             "rounds": rounds,
+            "samples_ms": [float(v) for v in values],
         }
     return out
 
