@@ -231,8 +231,8 @@ def test_matmul_example_default_config_on_gpu():
     result = make_trainable(desc)(baseline)
     assert result["status"] == "ok", result
     assert result["timer"] == "cuda_events" and result["compile_s"] > 0
-    # 2·4096³ FLOP at 25–1000 TFLOP/s (Helion's default tiles are small)
-    assert 0.13 < result["time_ms"] < 6.0
+    # 2·4096³ FLOP at 3–1000 TFLOP/s: Helion's default on an H100 is 16×16×16 tiles, 1 stage
+    assert 0.13 < result["time_ms"] < 50.0
 
 
 @pytest.mark.gpu
