@@ -1,6 +1,13 @@
 """Helion matmul on a GPU: GPU tests, a ciq-tune search, Helion's own autotuner, re-measurement.
 
-    python3 scripts/gpu/helion_matmul.py --out $OUT/helion_matmul [--evals 40] [--budget-s 75]
+    python3 scripts/gpu/helion_matmul.py --out $OUT/helion_matmul [--evals 40] [--budget-s 60]
+
+On the GPU machine, with .whl carried (../shared/tools/gpu-wheels.sh, then
+scripts/gpu/helion-wheels.sh), about 4 minutes on an H100 in all:
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=$PWD:/tmp/site RAY_AUTH_MODE=disabled
+    python3 scripts/gpu/helion_matmul.py --out $OUT/helion_matmul
 
 Steps (``--steps``, each guarded: a failure is recorded and the next step runs; ``<out>.json``
 and ``<out>.md`` are rewritten after every step, so a timeout keeps what was done):
@@ -236,7 +243,7 @@ def main() -> None:
     parser.add_argument("--out", help="output path without suffix, e.g. $OUT/helion_matmul")
     parser.add_argument("--steps", default=",".join(STEPS), help=f"subset of {STEPS}")
     parser.add_argument("--evals", type=int, default=40, help="ciq-tune evaluations")
-    parser.add_argument("--budget-s", type=float, default=75, help="ciq-tune search time budget")
+    parser.add_argument("--budget-s", type=float, default=60, help="ciq-tune search time budget")
     parser.add_argument("--rounds", type=int, default=50, help="re-measurement rounds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tests-timeout-s", type=float, default=90)
