@@ -152,7 +152,6 @@ def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[s
     reports ``crash`` and replaces itself with one whose CUDA context is sound.
     """
     global _candidates
-    import numpy as np
     import torch
 
     _candidates += 1
@@ -171,10 +170,45 @@ def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[s
     progress("compiled")
     if not torch.cuda.is_available():
         return {**info, "status": "crash", "time_ms": math.nan, "error": "no CUDA GPU visible"}
+    launch = _load(desc, built["cubin"], dims)
+    seed = 1_000_003 * _candidates + os.getpid()
+    result = check_and_time(
+        desc, launch, seed=seed, device="cuda", energy=payload["energy"], progress=progress
+    )
+    return {**result, **info}
+
+
+def make_launch(desc: KernelDescription, config: Mapping[str, Any]) -> Callable[[Any], None]:
+    """Compile and load one configuration in this process, outside the isolated worker
+    (re-measurement, comparisons with other tuners), through the compile cache.
+
+    Args:
+        desc: The kernel description (``kind: cuda``).
+        config: ``{"params": {...}, "controls": {"nvcc": {...}}}`` as a trial receives it.
+
+    Returns:
+        ``launch(tensors)``: the kernel on a dict of named tensors (in `inputs` order).
+
+    Raises:
+        ValueError: `config` names something that is not in `desc`.
+        CompileError: nvcc failed.
+    """
+    params, controls = split_config(desc, config)
+    built = compile_candidate(desc, params, controls.get(_CATALOG, {}), cache=CompileCache())
+    return _load(desc, built["cubin"], desc.launch(params))
+
+
+def _load(
+    desc: KernelDescription, cubin: bytes, dims: Mapping[str, tuple[int, ...]]
+) -> Callable[[Mapping[str, Any]], None]:
+    """Load a cubin with CuPy and return its launch function over named tensors."""
     import cupy
+    import numpy as np
+    import torch
+
     torch.cuda.init()  # CuPy's module then loads into the primary context torch uses
     module = cupy.cuda.function.Module()
-    module.load(built["cubin"])
+    module.load(cubin)
     kernel = module.get_function(str(desc.entry))
     grid = (*dims["grid"], 1, 1)[:3]
     block = (*dims.get("block", (1,)), 1, 1)[:3]
@@ -190,6 +224,4 @@ def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[s
             args = args_by_ptrs[ptrs] = (*(np.uint64(p) for p in ptrs), *sizes)
         kernel(grid, block, args)
 
-    seed = 1_000_003 * _candidates + os.getpid()
-    result = check_and_time(desc, launch, seed=seed, device="cuda", energy=payload["energy"])
-    return {**result, **info}
+    return launch

@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Callable
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Any
 
 from objectives._bench import check_and_time
@@ -90,15 +91,64 @@ def _has_gpu() -> bool:
 
 
 @functools.cache
-def _load_kernel(source: str, entry: str) -> Any:
-    """Import the kernel's module from its file (once per worker) and return the JIT function."""
+def load_module(source: str) -> ModuleType:
+    """Import a kernel's module from its file, once per process (the module of `entry`)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(f"ciq_kernel_{digest}", source)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import kernel source {source!r}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return getattr(module, entry)
+    return module
+
+
+def _load_kernel(source: str, entry: str) -> Any:
+    """The JIT function `entry` of the kernel source."""
+    return getattr(load_module(source), entry)
+
+
+def _prepare(
+    desc: KernelDescription, params: Mapping[str, Any], controls: Mapping[str, Any]
+) -> tuple[Any, tuple[int, ...], dict[str, Any]]:
+    """The JIT kernel, grid and keyword arguments of one configuration.
+
+    Raises:
+        Exception: a bad source, control or grid (the candidate's fault).
+    """
+    from ciq_tune.controls import detect_triton
+
+    options = detect_triton(desc.arch).render(controls.get(_CATALOG, {}))
+    kernel = _load_kernel(str(desc.source), str(desc.entry))
+    grid = desc.launch({**params})["grid"]
+    # Sizes go by name: a description's key order is not part of its meaning.
+    return kernel, grid, {**desc.sizes, **params, **options}
+
+
+def make_launch(
+    desc: KernelDescription, config: Mapping[str, Any], *, device: str = "cuda"
+) -> Callable[[Mapping[str, Any]], None]:
+    """Launch one configuration in this process, outside the isolated worker (re-measurement,
+    comparisons with other tuners). The first call compiles.
+
+    Args:
+        desc: The kernel description (``kind: triton``).
+        config: ``{"params": {...}, "controls": {...}}`` as a trial receives it.
+        device: ``"cuda"``, or ``"cpu"`` under ``TRITON_INTERPRET=1``.
+
+    Returns:
+        ``launch(tensors)``: the kernel on a dict of named tensors (in `inputs` order).
+
+    Raises:
+        ValueError: `config` names something that is not in `desc`.
+    """
+    params, controls = split_config(desc, config)
+    install_allocator(device)
+    kernel, grid, kwargs = _prepare(desc, params, controls)
+
+    def launch(tensors: Mapping[str, Any]) -> None:
+        kernel[grid](*tensors.values(), **kwargs)
+
+    return launch
 
 
 _candidates = 0
@@ -114,22 +164,17 @@ def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[s
     global _candidates
     import torch
 
-    from ciq_tune.controls import detect_triton
-
     _candidates += 1
     desc = KernelDescription.model_validate(payload["description"])
     params = payload["params"]
     interpret = os.environ.get("TRITON_INTERPRET") == "1"
     device = "cpu" if interpret else "cuda"
+    install_allocator(device)
     t0 = time.perf_counter()
     try:
-        options = detect_triton(desc.arch).render(payload["controls"].get(_CATALOG, {}))
-        kernel = _load_kernel(str(desc.source), desc.entry)
-        grid = desc.launch({**params})["grid"]
+        kernel, grid, kwargs = _prepare(desc, params, payload["controls"])
     except Exception as exc:  # a bad source, control or grid is this candidate's fault only
         return {"status": "compile_error", "time_ms": math.nan, "error": _short(exc)}
-    # Sizes go by name: a description's key order is not part of its meaning.
-    kwargs = {**desc.sizes, **params, **options}
     info: dict[str, Any] = {}
     if not interpret:
         # Compile ahead of the first launch so that compile time and failures are measured alone.
@@ -149,9 +194,29 @@ def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[s
 
     # A different seed per candidate in this worker: every check sees new data.
     seed = 1_000_003 * _candidates + os.getpid()
-    result = check_and_time(desc, launch, seed=seed, device=device, energy=payload["energy"])
+    result = check_and_time(
+        desc, launch, seed=seed, device=device, energy=payload["energy"], progress=progress
+    )
     result.update(info)
     return result
+
+
+@functools.cache
+def install_allocator(device: str) -> None:
+    """Give Triton the global scratch memory that some kernels need at launch, from torch.
+
+    Kernels that make tensor descriptors on the device (`tl.make_tensor_descriptor`, TMA on
+    Hopper) need 128 bytes per descriptor and program; without an allocator their launch fails.
+    Installed once per process (a context variable of the calling thread).
+    """
+    import torch
+    import triton
+
+    def allocate(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+        # torch's caching allocator aligns to at least 256 bytes, above TMA's 128.
+        return torch.empty(size, device=device, dtype=torch.int8)
+
+    triton.set_allocator(allocate)
 
 
 def _short(exc: BaseException) -> str:

@@ -1,0 +1,235 @@
+"""GPU identity, the per-GPU benchmark lock, and NVML utilisation sampling.
+
+Several trials may share a GPU (Ray's fractional GPUs, ``--trials-per-gpu``): they compile on
+CPUs at the same time, but only one at a time may run anything on the GPU, or one trial's
+check would be timed as part of another's kernel. `exclusive_gpu` is that rule: an ``fcntl``
+lock on a file named after the GPU's PCI bus id, so processes that see the GPU under different
+``CUDA_VISIBLE_DEVICES`` numbers still share one lock. The kernel releases the lock when its
+holder dies, so a crashed or killed benchmark never blocks the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LOCK_DIR_ENV = "CIQ_TUNE_LOCK_DIR"
+"""Folder of the lock files (default: the system's temporary folder). Processes that share a
+GPU must see the same folder: set it to a shared path when they run in different containers."""
+# Seconds between "still waiting" messages to the isolated worker's parent while the lock is
+# taken: each one restarts the waiting trial's run deadline, so a queue of benchmarks is not
+# mistaken for a hang (the holder's own deadline still bounds every wait).
+HEARTBEAT_S = 5.0
+# NVML sampling period (s); NVML itself averages utilisation over 1/6 s to 1 s.
+NVML_PERIOD_S = 0.1
+
+
+def pci_bus_id(index: int = 0) -> str:
+    """PCI bus id (``"00000000:c1:00.0"``, NVML's form) of the visible CUDA device `index`.
+
+    CUDA_VISIBLE_DEVICES renumbers devices; the PCI id names the physical GPU.
+
+    Raises:
+        RuntimeError: torch has no CUDA device `index`.
+    """
+    import torch
+
+    if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise RuntimeError(f"no visible CUDA device {index}; CUDA_VISIBLE_DEVICES={visible!r}")
+    props = torch.cuda.get_device_properties(index)
+    # CUDA builds of torch have these fields; the CPU build's type stubs do not.
+    domain, bus, dev = props.pci_domain_id, props.pci_bus_id, props.pci_device_id  # type: ignore[attr-defined]
+    return f"{domain:08x}:{bus:02x}:{dev:02x}.0"
+
+
+def lock_path(index: int = 0) -> Path:
+    """The lock file of the visible CUDA device `index` (see `LOCK_DIR_ENV`)."""
+    folder = Path(os.environ.get(LOCK_DIR_ENV) or tempfile.gettempdir())
+    return folder / f"ciq-tune-gpu-{re.sub(r'[^0-9a-zA-Z]', '-', pci_bus_id(index))}.lock"
+
+
+@dataclass
+class GpuLease:
+    """Timings of one hold of the GPU lock, in seconds (filled in as the hold goes on).
+
+    Attributes:
+        wait_s: Time spent waiting for other holders.
+        held_s: Time the lock was held (set when the hold ends); the GPU busy time of a trial.
+    """
+
+    wait_s: float = 0.0
+    held_s: float = 0.0
+
+
+@contextlib.contextmanager
+def exclusive_gpu(
+    index: int = 0, *, heartbeat: Callable[[str], None] | None = None
+) -> Iterator[GpuLease]:
+    """Hold the GPU `index` alone: wait for its lock, yield, synchronise, release.
+
+    Everything the body queues on the GPU has finished when the lock is released, so the next
+    holder's timings never include this holder's kernels.
+
+    Args:
+        index: Visible CUDA device.
+        heartbeat: Called with ``"waiting for the GPU"`` every `HEARTBEAT_S` seconds while the
+            lock is taken (the isolated worker's ``progress``).
+
+    Yields:
+        The hold's `GpuLease`; `GpuLease.held_s` is set on exit.
+    """
+    import torch
+
+    with held_lock(lock_path(index), heartbeat=heartbeat) as lease:
+        try:
+            yield lease
+        finally:
+            torch.cuda.synchronize(index)
+
+
+@contextlib.contextmanager
+def held_lock(path: Path, *, heartbeat: Callable[[str], None] | None = None) -> Iterator[GpuLease]:
+    """Hold an exclusive ``fcntl`` lock on `path` (created if missing) for the body.
+
+    Args:
+        path: The lock file.
+        heartbeat: Called every `HEARTBEAT_S` seconds while another process holds the lock.
+
+    Yields:
+        A `GpuLease` with `GpuLease.wait_s` set; `GpuLease.held_s` is set on exit.
+    """
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
+    lease = GpuLease()
+    t0 = time.perf_counter()
+    try:
+        _acquire(fd, heartbeat)
+        acquired = time.perf_counter()
+        lease.wait_s = acquired - t0
+        try:
+            yield lease
+        finally:
+            lease.held_s = time.perf_counter() - acquired
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _acquire(fd: int, heartbeat: Callable[[str], None] | None) -> None:
+    with contextlib.suppress(BlockingIOError):
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    if heartbeat is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    # Block in this thread (no polling delay when the lock frees); a helper thread reports.
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(HEARTBEAT_S):
+            heartbeat("waiting for the GPU")
+
+    thread = threading.Thread(target=beat, name="ciq-gpu-lock-heartbeat", daemon=True)
+    thread.start()
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        done.set()
+        # Joined before the caller sends anything else on the same pipe.
+        thread.join()
+
+
+class UtilizationSampler:
+    """Samples NVML's GPU utilisation of every GPU in a background thread.
+
+    NVML's ``utilization.gpu`` is the share of the last sample period (1/6 s to 1 s) during
+    which a kernel ran; the mean over a search is its GPU busy fraction as NVML sees it.
+    Without NVML (no `pynvml`, no driver) it records nothing and `summary` says so.
+
+    Example:
+        >>> with UtilizationSampler() as sampler:  # doctest: +SKIP
+        ...     run_search()
+        >>> sampler.summary()  # doctest: +SKIP
+        {'available': True, 'gpus': {'00000000:c1:00.0': {'mean_pct': 71.5, ...}}}
+    """
+
+    def __init__(self, period_s: float = NVML_PERIOD_S) -> None:
+        if period_s <= 0:
+            raise ValueError(f"`period_s` must be > 0, got period_s={period_s}")
+        self._period_s = period_s
+        self._samples: dict[str, list[float]] = {}
+        self._error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = 0.0
+        self._stopped = 0.0
+
+    def __enter__(self) -> UtilizationSampler:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handles = {}
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+                handles[_nvml_bus_id(pynvml.nvmlDeviceGetPciInfo(handle))] = handle
+        except Exception as exc:  # NVML is optional: no library, no driver, no permission
+            self._error = f"{type(exc).__name__}: {exc}"
+            return self
+        self._samples = {bus: [] for bus in handles}
+        self._started = time.perf_counter()
+        self._thread = threading.Thread(
+            target=self._run, args=(pynvml, handles), name="ciq-nvml-sampler", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def _run(self, pynvml: Any, handles: dict[str, Any]) -> None:
+        while not self._stop.wait(self._period_s):
+            for bus, handle in handles.items():
+                try:
+                    rate = pynvml.nvmlDeviceGetUtilizationRates(handle)
+                except Exception as exc:  # a GPU that stops answering ends the sampling
+                    self._error = f"{type(exc).__name__}: {exc}"
+                    return
+                self._samples[bus].append(float(rate.gpu))
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._stopped = time.perf_counter()
+
+    def summary(self) -> dict[str, Any]:
+        """Mean utilisation (%) per GPU over the sampled window, or why there is none."""
+        gpus = {
+            bus: {
+                "mean_pct": sum(values) / len(values),
+                "samples": len(values),
+            }
+            for bus, values in self._samples.items()
+            if values
+        }
+        return {
+            "available": bool(gpus),
+            "period_s": self._period_s,
+            "window_s": max(self._stopped - self._started, 0.0),
+            "gpus": gpus,
+            "error": self._error,
+        }
+
+
+def _nvml_bus_id(info: Any) -> str:
+    bus = info.busId.decode() if isinstance(info.busId, bytes) else str(info.busId)
+    # NVML gives "00000000:C1:00.0"; torch-derived ids are lower case.
+    return bus.lower()
