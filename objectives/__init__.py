@@ -8,6 +8,7 @@ from typing import Any
 
 from ciq_tune.controls import detect_catalog
 from ciq_tune.errors import DescriptionError
+from ciq_tune.errors import SpaceError
 from ciq_tune.space import SearchSpace
 from objectives.description import KernelDescription
 from objectives.description import load_description
@@ -63,12 +64,32 @@ def make_search_space(description: KernelDescription) -> SearchSpace:
 
 
 def starting_points(description: KernelDescription, space: SearchSpace) -> list[Any]:
-    """Configurations to evaluate first: the defaults (baseline), then each catalog preset.
+    """Configurations to evaluate first: the defaults (baseline), the description's
+    `starting_points` (known-good settings), then each catalog preset.
 
     Every point is encoded in `space`, so a preset the selection excludes is dropped.
+
+    Raises:
+        DescriptionError: a listed starting point is not in the space or breaks a constraint.
     """
     baseline = space.decode(space.default_genes())
     points = [baseline]
+    for index, listed in enumerate(description.starting_points):
+        try:
+            genes = space.encode(listed, fill_defaults=True)
+        except SpaceError as exc:
+            raise DescriptionError(
+                f"{description.path}: `starting_points[{index}]` {listed} is not in the search "
+                f"space: {exc}"
+            ) from exc
+        if not space.is_feasible(genes):
+            raise DescriptionError(
+                f"{description.path}: `starting_points[{index}]` {listed} breaks a constraint "
+                f"of {[c.rule for c in space.constraints]}"
+            )
+        point = space.decode(genes)
+        if point not in points:
+            points.append(point)
     for name, selection in description.controls.items():
         catalog = detect_catalog(name, arch=description.arch)
         presets = catalog.presets(

@@ -132,6 +132,9 @@ class KernelDescription(_Strict):
     reference: str | None = None
     tolerance: Tolerance = Field(default_factory=Tolerance)
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    # Known-good configurations evaluated right after the baseline (warm start), each
+    # {"params": {...}, "controls": {...}}; missing values take their defaults.
+    starting_points: list[dict[str, Any]] = Field(default_factory=list)
     path: Path | None = None
 
     @model_validator(mode="before")
