@@ -8,13 +8,20 @@ import math
 import os
 import shlex
 import sys
+import time
 from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 from ciq_tune.errors import CiqTuneError
+
+if TYPE_CHECKING:
+    from ciq_tune.validation import SearchValidation
+    from ciq_tune.validation import ValidationConfig
+    from searchers.placement import Placement
 
 Handler = Callable[[argparse.Namespace], int]
 Configure = Callable[[argparse.ArgumentParser], None]
@@ -136,7 +143,14 @@ def _check_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ignore-gpu", action="store_true", help="do not compare the GPU (compile-only CI)"
     )
-    parser.add_argument("--vendor-controls", type=Path, action="append", default=[], metavar="PATH")
+    parser.add_argument(
+        "--vendor-controls",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="allow the file to pass this vendor controls file to ptxas (repeatable)",
+    )
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -186,11 +200,23 @@ register(
 
 # -- tune ----------------------------------------------------------------------------------------
 def _tune_args(parser: argparse.ArgumentParser) -> None:
+    from ciq_tune.validation import VALIDATION_DEFAULTS
+
     parser.add_argument("description", type=Path, help="kernel description file (YAML or JSON)")
     parser.add_argument("--budget", type=int, default=50, help="evaluations (default 50)")
     parser.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     parser.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: all)")
-    parser.add_argument("--out", type=Path, default=Path("ciq-tune-out"), help="output folder")
+    parser.add_argument(
+        "--trials-per-gpu",
+        type=int,
+        default=1,
+        metavar="N",
+        help="trials sharing each GPU: they compile at the same time and take turns to "
+        "benchmark (default 1: one trial per GPU)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("ciq-tune-out"), help="output folder (default %(default)s)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     parser.add_argument(
         "--tracking",
@@ -199,6 +225,25 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         help="record trials in MLflow (an embedded sqlite store in OUT/mlflow.db; view it with "
         "`mlflow ui --backend-store-uri sqlite:///OUT/mlflow.db`), as log lines, or not at all",
     )
+    parser.add_argument(
+        "--validate-top",
+        type=int,
+        metavar="K",
+        help="after the search, re-measure the K best distinct configurations interleaved with "
+        f"the baseline and write the best KEPT one, or the baseline (default {VALIDATE_TOP}; "
+        "skipped for PTX compile statistics, which a recompile reproduces exactly; 0: off)",
+    )
+    parser.add_argument(
+        "--validate-repetitions",
+        type=int,
+        default=VALIDATION_DEFAULTS["repetitions"],
+        metavar="N",
+        help="timed repetitions of each side per candidate (default %(default)s)",
+    )
+
+
+VALIDATE_TOP = 3
+"""Candidates `tune` re-measures against the baseline at the end, unless told otherwise."""
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -215,25 +260,37 @@ def _tune(args: argparse.Namespace) -> int:
 
     if args.budget < 1:
         raise CiqTuneError(f"`--budget` must be a positive evaluation count, got {args.budget}")
+    if args.trials_per_gpu < 1:
+        raise CiqTuneError(
+            f"`--trials-per-gpu` must be a positive integer, got {args.trials_per_gpu}"
+        )
+    settings = _validation_config(args.validate_repetitions)
     desc = load_description(args.description)
     space = make_search_space(desc)
     points = starting_points(desc, space)
-    searcher = CompileIQSearcher(
-        space=space,
-        metric=desc.metric,
-        mode=desc.mode,
-        max_evaluations=args.budget,
-        seed=args.seed,
-        points_to_evaluate=points,
-    )
     args.out.mkdir(parents=True, exist_ok=True)
     _write_run_settings(args)
     ray.init(address=args.address, num_cpus=args.num_cpus, include_dashboard=False)
     try:
+        placement = _placement(desc.kind, args.trials_per_gpu)
+        searcher = CompileIQSearcher(
+            space=space,
+            metric=desc.metric,
+            mode=desc.mode,
+            max_evaluations=args.budget,
+            seed=args.seed,
+            points_to_evaluate=points,
+            engine_config={"steady_state": True} if placement.steady_state else None,
+        )
         tuner = tune.Tuner(
-            make_trainable(desc),
+            tune.with_resources(make_trainable(desc), placement.resources),
             # Reused actors keep the isolated benchmark worker warm (~4.5 s to start on an H100).
-            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, reuse_actors=True),
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                num_samples=-1,
+                reuse_actors=True,
+                max_concurrent_trials=placement.max_concurrent_trials,
+            ),
             run_config=tune.RunConfig(
                 name=desc.name,
                 storage_path=str(args.out.resolve() / "ray"),
@@ -243,14 +300,82 @@ def _tune(args: argparse.Namespace) -> int:
                 ),
             ),
         )
+        started = time.perf_counter()
         grid = tuner.fit()
+        _print_throughput(grid, time.perf_counter() - started, placement)
+        validation = _validate_top(desc, searcher.results(), points[0], args.validate_top, settings)
     finally:
         ray.shutdown()
-    return _write_outputs(args.out, desc, searcher.results(), grid, points)
+    return _write_outputs(args.out, desc, searcher.results(), grid, points, validation)
 
 
-def _write_outputs(out: Path, desc: Any, results: Any, grid: Any, points: Sequence[Any]) -> int:
-    """The outputs of `tune` (and `resume`): evaluations table, best controls file, summary."""
+def _validation_config(repetitions: int) -> ValidationConfig:
+    from pydantic import ValidationError
+
+    from ciq_tune.validation import ValidationConfig
+
+    try:
+        return ValidationConfig(repetitions=repetitions)
+    except ValidationError as exc:
+        raise CiqTuneError(
+            f"`--validate-repetitions`={repetitions}: {exc.errors()[0]['msg']}"
+        ) from exc
+
+
+def _validate_top(
+    desc: Any, results: Any, baseline: Any, top_k: int | None, settings: ValidationConfig
+) -> SearchValidation:
+    """Re-measure the search's top-k against the baseline in a Ray task (while Ray is up), or
+    say why not."""
+    import ray
+
+    from ciq_tune.validation import SearchValidation
+    from ciq_tune.validation import validate_search
+    from objectives import make_measure
+    from objectives import measurement_is_exact
+
+    k = VALIDATE_TOP if top_k is None else top_k
+    skip = None
+    if measurement_is_exact(desc):
+        skip = (
+            f"{desc.metric} is a compile statistic that a fresh ptxas run reproduces exactly "
+            "(same PTX, options and ptxas version, all recorded here): no noise to test"
+        )
+    elif k < 1:
+        skip = f"switched off (--validate-top {k})"
+    elif not any(r.ok and r.config == baseline for r in results.records):
+        skip = "the baseline did not run successfully, so there is nothing to compare with"
+    if skip is not None:
+        return SearchValidation(outcome="skipped", reason=skip, top_k=k, baseline_config=baseline)
+    # A timed kind needs a GPU: on a cluster with GPUs the task asks for one, so it lands on a
+    # GPU node and (the search being over) has that GPU to itself.
+    gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    print(
+        f"validating the top {k} against the baseline: {settings.warmup} warm-up and "
+        f"{settings.repetitions} timed interleaved repetitions each …",
+        flush=True,
+    )
+    measure = make_measure(desc)
+
+    def validate_top() -> SearchValidation:
+        return validate_search(results, measure, baseline, k=k, config=settings)
+
+    validation: SearchValidation = ray.get(
+        ray.remote(num_cpus=1, num_gpus=gpus)(validate_top).remote()
+    )
+    return validation
+
+
+def _write_outputs(
+    out: Path,
+    desc: Any,
+    results: Any,
+    grid: Any,
+    points: Sequence[Any],
+    validation: SearchValidation,
+) -> int:
+    """The outputs of `tune` (and `resume`): evaluations table, controls file of the validated
+    winner (the search's best when validation was skipped), validation.json, summary."""
     from ciq_tune.controls import controls_file as cf
     from ciq_tune.controls.controls_file import installed_catalog
 
@@ -262,11 +387,16 @@ def _write_outputs(out: Path, desc: Any, results: Any, grid: Any, points: Sequen
     if not ok:
         raise CiqTuneError(f"no candidate of {len(rows)} compiled and ran; see {out}/ray")
     sign = 1 if desc.mode == "min" else -1
-    best_config, best = min(ok, key=lambda cm: sign * cm[1][desc.metric])
+    best_config, best_metrics = min(ok, key=lambda cm: sign * cm[1][desc.metric])
+    best = best_metrics[desc.metric]
     baseline = next((m[desc.metric] for c, m in ok if c == points[0]), None)
+    if validation.winner is not None:
+        best_config, best = validation.winner.config, validation.winner.search_values[desc.metric]
+    elif validation.outcome == "baseline" and baseline is not None:
+        best_config, best = points[0], baseline
     improvement = None
     if baseline:
-        improvement = round(100.0 * sign * (baseline - best[desc.metric]) / abs(baseline), 3)
+        improvement = round(100.0 * sign * (baseline - best) / abs(baseline), 3)
     names = list(best_config.get("controls", {}))
     catalogs = {n: installed_catalog(n, desc.arch) for n in names}
     record = cf.build(
@@ -288,19 +418,24 @@ def _write_outputs(out: Path, desc: Any, results: Any, grid: Any, points: Sequen
             shapes={i.name: list(desc.shape_of(i)) for i in desc.inputs},
             dtypes={i.name: i.dtype for i in desc.inputs},
         ),
-        scores=cf.Scores(baseline=baseline, best=best[desc.metric], improvement_pct=improvement),
+        scores=cf.Scores(baseline=baseline, best=best, improvement_pct=improvement),
         gpu=cf.detect_gpu() if desc.kind != "ptx" else None,
+        validation=validation.to_dict(),
     )
     path = cf.write(out / f"{desc.name}.controls.yaml", record)
+    (out / VALIDATION_FILE).write_text(json.dumps(validation.to_dict(), indent=2) + "\n")
     print(
         f"{len(rows)} evaluations ({len(ok)} ok); {desc.metric}: baseline {baseline}, best "
-        f"{best[desc.metric]} with {json.dumps(best_config)}\nwrote {path}"
+        f"{best_metrics[desc.metric]}\n{validation.summary()}\n"
+        f"wrote {path} ({desc.metric} {best} with {json.dumps(best_config)})"
     )
     return 0
 
 
 RUN_SETTINGS = "run.json"
 """The file of a `tune` output folder that lets `resume` rebuild the search."""
+VALIDATION_FILE = "validation.json"
+"""The end-of-search validation of a `tune` output folder (`ciq-tune report` shows it)."""
 
 
 def _write_run_settings(args: argparse.Namespace) -> None:
@@ -311,8 +446,37 @@ def _write_run_settings(args: argparse.Namespace) -> None:
         "address": args.address,
         "num_cpus": args.num_cpus,
         "tracking": args.tracking,
+        "trials_per_gpu": args.trials_per_gpu,
+        "validate_top": args.validate_top,
+        "validate_repetitions": args.validate_repetitions,
     }
     (args.out / RUN_SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
+
+
+def _placement(kind: str, trials_per_gpu: int) -> Placement:
+    """Trial resources on the Ray cluster that `ray.init` connected to, printed."""
+    import ray
+
+    from searchers.placement import plan_placement
+
+    placement = plan_placement(
+        kind, cluster_gpus=ray.cluster_resources().get("GPU", 0), trials_per_gpu=trials_per_gpu
+    )
+    print(f"placement: {placement.note}", flush=True)
+    return placement
+
+
+def _print_throughput(grid: Any, wall_s: float, placement: Placement) -> None:
+    """Evaluations per second, GPU busy fraction and time per phase of the finished search."""
+    import ray
+
+    from searchers.placement import format_throughput
+    from searchers.placement import search_throughput
+
+    trials = [grid[i].metrics or {} for i in range(len(grid))]
+    concurrency = placement.max_concurrent_trials or int(ray.cluster_resources().get("CPU", 1))
+    summary = search_throughput(trials, wall_s=wall_s, gpus=placement.gpus, concurrency=concurrency)
+    print(format_throughput(summary), flush=True)
 
 
 def _finite(value: Any) -> bool:
@@ -329,9 +493,13 @@ register(
         "tune",
         "search kernel parameters and compiler controls; write the best controls file",
         "Run a Ray Tune search with CompileIQSearcher over the description's parameters and\n"
-        "compiler controls. The compiler defaults and curated presets are evaluated first; the\n"
-        "best configuration is written to OUT/<name>.controls.yaml.\n\n"
+        "compiler controls. The compiler defaults and curated presets are evaluated first. At\n"
+        "the end the K best configurations are re-measured interleaved with the defaults (the\n"
+        "baseline; Welch's t, bootstrap CI, KEPT/REJECTED, see docs/validation.md); the best\n"
+        "KEPT one, or the baseline when none is kept, is written to OUT/<name>.controls.yaml\n"
+        "with the statistics. OUT also gets evaluations.parquet/.csv and validation.json.\n\n"
         "  ciq-tune tune examples/kernels/ptx/spill.yaml --budget 40 --num-cpus 2\n"
+        "  ciq-tune tune examples/kernels/triton/matmul.yaml --budget 200 --validate-top 5\n"
         "  ciq-tune tune kernel.yaml --address ray://head:10001 --out results/",
         _tune_args,
         _tune,
@@ -368,9 +536,15 @@ register(
         name="validate",
         help="re-check a speedup: Welch's t, Cohen's d, bootstrap CI of the speedup, a verdict",
         description=(
-            "Compare timings of a baseline and a candidate measured interleaved (ABAB…), one "
-            "time in ms per line. Exits 0 when the speedup is KEPT (p < alpha and the CI's lower "
-            "bound above --min-speedup), 1 when REJECTED. See docs/validation.md."
+            "Compare repetitions of a baseline and a candidate, measured interleaved (ABAB…):\n"
+            "Welch's t-test, Cohen's d and a bootstrap CI of the speedup (ratio of medians).\n"
+            'Each file holds one value per repetition: a JSON list, {"times_ms": [...]}, or\n'
+            "numbers separated by spaces, commas or newlines. Exits 0 when the speedup is KEPT\n"
+            "(p < alpha and the CI's lower bound above --min-speedup), 1 when REJECTED.\n"
+            "`ciq-tune tune` does this by itself for its top K (--validate-top). See\n"
+            "docs/validation.md.\n\n"
+            "  ciq-tune validate base_ms.txt cand_ms.txt\n"
+            "  ciq-tune validate base.json cand.json --json --controls out/matmul.controls.yaml"
         ),
         configure=_validate_args,
         run=_validate,
@@ -381,8 +555,12 @@ register(
         name="report",
         help="plots and one HTML page (convergence, Pareto front, parameter importance)",
         description=(
-            "Build PNGs and report.html from a finished run's evaluations table "
-            "(RUN_DIR/evaluations.parquet or .csv, written by `ciq-tune tune`)."
+            "Build PNGs and one self-contained report.html from a finished run's evaluations\n"
+            "table (RUN_DIR/evaluations.parquet or .csv, written by `ciq-tune tune`):\n"
+            "convergence, Pareto front (2-3 objectives), parameter importance and, when the run\n"
+            "has validation.json, the re-measured top K. Written to RUN_DIR/report/.\n\n"
+            "  ciq-tune report ciq-tune-out\n"
+            "  ciq-tune report runs/demo --objective time_ms:min --objective energy_mj:min"
         ),
         configure=_report_args,
         run=_report,
@@ -434,6 +612,7 @@ def _resume(args: argparse.Namespace) -> int:
     import ray
     from ray import tune
 
+    from ciq_tune.validation import VALIDATION_DEFAULTS
     from objectives import load_description
     from objectives import make_search_space
     from objectives import make_trainable
@@ -454,14 +633,23 @@ def _resume(args: argparse.Namespace) -> int:
     points = starting_points(desc, make_search_space(desc))
     address = args.address or settings["address"]
     num_cpus = args.num_cpus or settings["num_cpus"]
+    # A run.json written before validation existed has neither key: use the defaults.
+    validate_top = settings.get("validate_top")
+    config = _validation_config(
+        settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"])
+    )
     ray.init(address=address, num_cpus=num_cpus, include_dashboard=False)
     try:
-        grid = tune.Tuner.restore(str(experiment), make_trainable(desc)).fit()
+        # A run.json from before trials could share a GPU has no trials_per_gpu: one per GPU.
+        placement = _placement(desc.kind, settings.get("trials_per_gpu", 1))
+        trainable = tune.with_resources(make_trainable(desc), placement.resources)
+        grid = tune.Tuner.restore(str(experiment), trainable).fit()
+        searcher = CompileIQSearcher()
+        searcher.restore_from_dir(str(experiment))
+        validation = _validate_top(desc, searcher.results(), points[0], validate_top, config)
     finally:
         ray.shutdown()
-    searcher = CompileIQSearcher()
-    searcher.restore_from_dir(str(experiment))
-    return _write_outputs(args.run_dir, desc, searcher.results(), grid, points)
+    return _write_outputs(args.run_dir, desc, searcher.results(), grid, points, validation)
 
 
 register(
@@ -469,8 +657,9 @@ register(
         "resume",
         "finish an interrupted `ciq-tune tune` run and write its outputs",
         "Restore the Ray Tune experiment of RUN_DIR (the searcher's state included, so the\n"
-        "budget is kept and no configuration is evaluated twice), run it to the end and write\n"
-        "the same outputs as `tune`: evaluations table and best controls file.\n\n"
+        "budget is kept and no configuration is evaluated twice), run it to the end, validate\n"
+        "the top K as the run was told to, and write the same outputs as `tune`: evaluations\n"
+        "table, controls file and validation.json.\n\n"
         "  ciq-tune resume ciq-tune-out",
         _resume_args,
         _resume,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,8 @@ REQUIRED_COLUMNS = ("candidate_id", "generation", "status")
 # Columns of `SearchResults.table()` that are neither objectives nor parameters.
 _BOOKKEEPING = {"candidate_id", "generation", "status", "origin", "elapsed_s", "config_json"}
 CONFIG_PREFIX = "config/"
+VALIDATION_NAME = "validation.json"
+"""The end-of-search validation `ciq-tune tune` writes next to the table (shown when present)."""
 # Below this many successful evaluations a fitted importance model is mostly noise.
 MIN_ROWS_FOR_IMPORTANCE = 10
 # Pixels per inch of the PNGs (sharp on a laptop screen, small enough to embed).
@@ -71,6 +74,7 @@ class Report(BaseModel):
     pareto: Path | None
     importance: Path | None
     importance_details: Importance | None
+    validation: Path | None
     objectives: list[Objective]
     n_evaluations: int
     n_ok: int
@@ -172,6 +176,7 @@ def build_report(
         details = parameter_importance(df, objectives[0], seed=seed)
         if details.parameters:
             importance = importance_plot(details, out / "importance.png")
+    validation = table.parent / VALIDATION_NAME
     page = out / "report.html"
     page.write_text(
         _html(
@@ -184,6 +189,7 @@ def build_report(
                 "Parameter importance": importance,
             },
             details,
+            json.loads(validation.read_text()) if validation.is_file() else None,
         )
     )
     return Report(
@@ -192,6 +198,7 @@ def build_report(
         pareto=pareto,
         importance=importance,
         importance_details=details,
+        validation=validation if validation.is_file() else None,
         objectives=objectives,
         n_evaluations=len(df),
         n_ok=len(ok),
@@ -470,6 +477,7 @@ def _html(
     objectives: Sequence[Objective],
     images: dict[str, Path | None],
     importance: Importance | None,
+    validation: dict[str, Any] | None,
 ) -> str:
     ok = _ok_rows(df, objectives)
     statuses = df["status"].value_counts().to_dict()
@@ -497,6 +505,8 @@ def _html(
                 f"<h2>Pareto front ({len(front)})</h2>",
                 front.to_html(index=False, escape=True),
             ]
+    if validation is not None:
+        sections += _validation_html(validation)
     for heading, path in images.items():
         if path is None:
             continue
@@ -524,6 +534,31 @@ def _html(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{style}</style></head><body>{''.join(sections)}</body></html>\n"
     )
+
+
+def _validation_html(validation: dict[str, Any]) -> list[str]:
+    """The outcome of `tune`'s re-measurement and one row per candidate (validation.json)."""
+    out = [
+        "<h2>Validation against the baseline</h2>",
+        f"<p>{html.escape(str(validation.get('outcome')))}: "
+        f"{html.escape(str(validation.get('reason')))}</p>",
+    ]
+    columns = ["rank", "candidate_id", "verdict", "speedup", "speedup_ci_low", "speedup_ci_high"]
+    columns += ["p_value", "cohens_d", "search_values", "reason"]
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_cell(c.get(k)))}</td>" for k in columns) + "</tr>"
+        for c in validation.get("candidates", [])
+    )
+    if rows:
+        head = "".join(f"<th>{html.escape(k)}</th>" for k in columns)
+        out.append(f"<table><tr>{head}</tr>{rows}</table>")
+    return out
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
 
 
 def _frame(rows: list[pd.Series]) -> pd.DataFrame:

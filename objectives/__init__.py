@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
+import math
 from collections.abc import Callable
 from typing import Any
 
 from ciq_tune.controls import detect_catalog
 from ciq_tune.errors import DescriptionError
+from ciq_tune.errors import MeasurementError
 from ciq_tune.errors import SpaceError
 from ciq_tune.space import SearchSpace
 from objectives.description import KernelDescription
@@ -16,8 +19,10 @@ from objectives.description import load_description
 __all__ = [
     "KernelDescription",
     "load_description",
+    "make_measure",
     "make_search_space",
     "make_trainable",
+    "measurement_is_exact",
     "starting_points",
 ]
 
@@ -30,6 +35,48 @@ def make_trainable(description: KernelDescription) -> Callable[[dict[str, Any]],
     module = importlib.import_module(f"objectives.{description.kind}")
     trainable: Callable[[dict[str, Any]], None] = module.make_trainable(description)
     return trainable
+
+
+def make_measure(description: KernelDescription) -> Callable[[Any], float]:
+    """One fresh measurement of a configuration's metric, for `ciq_tune.validation`.
+
+    Each call runs the same evaluation as a trial (compile, check, benchmark; in the isolated
+    worker for GPU kinds) and returns ``result[description.metric]``. A PTX candidate is
+    compiled afresh, without the compile cache, so ``compile_time_s`` is re-measured.
+
+    Raises:
+        MeasurementError: (from the returned function) the run's status is not ``ok`` or its
+            metric is not a finite number.
+    """
+    evaluate: Callable[[Any], dict[str, Any]]
+    if description.kind == "ptx":
+        from objectives.ptx import evaluate as evaluate_ptx
+
+        evaluate = functools.partial(evaluate_ptx, description)
+    else:
+        # The timed kinds' trainables return their result dict and work outside Ray too.
+        evaluate = make_trainable(description)  # type: ignore[assignment]
+
+    def measure(config: Any) -> float:
+        result = evaluate(config)
+        value = result.get(description.metric)
+        if result.get("status") != "ok" or not isinstance(value, int | float):
+            raise MeasurementError(
+                f"{description.name}: {result.get('status')} when re-measuring {config}: "
+                f"{str(result.get('error', ''))[-500:]}"
+            )
+        if not math.isfinite(value):
+            raise MeasurementError(f"{description.name}: {description.metric}={value} for {config}")
+        return float(value)
+
+    return measure
+
+
+def measurement_is_exact(description: KernelDescription) -> bool:
+    """Whether a fresh evaluation reproduces the metric exactly, so re-measuring tests nothing:
+    the compile statistics of a PTX kernel (ptxas output is determined by the PTX, the options
+    and the ptxas version, all recorded), unlike its compile time or any runtime."""
+    return description.kind == "ptx" and description.metric != "compile_time_s"
 
 
 def make_search_space(description: KernelDescription) -> SearchSpace:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 from ciq_tune.cli import COMMANDS
+from ciq_tune.cli import _write_outputs
 from ciq_tune.cli import main
+from ciq_tune.results import EvaluationRecord
+from ciq_tune.results import Objective
+from ciq_tune.results import SearchResults
+from ciq_tune.validation import validate_search
 
 EXAMPLE = Path(__file__).parents[1] / "examples/kernels/ptx/spill.yaml"
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
@@ -79,14 +88,113 @@ def test_tune_rejects_a_zero_budget(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--budget" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_subcommand_help_has_a_description_and_an_example(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([name, "--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    assert " ".join(COMMANDS[name].description.split()[:4]) in " ".join(text.split())
+    # An indented example line (the usage line also says "ciq-tune NAME", unindented).
+    assert f"\n  ciq-tune {name} " in text, f"`ciq-tune {name} --help` shows no example"
+
+
+def test_tune_rejects_too_few_validation_repetitions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tune", str(EXAMPLE), "--validate-repetitions", "2"]) == 2
+    assert "`--validate-repetitions`=2" in capsys.readouterr().err
+
+
+@needs_ptxas
+@pytest.mark.parametrize(("speedup", "outcome"), [(1.05, "kept"), (1.0, "baseline")])
+def test_tune_writes_the_validated_winner_or_else_the_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], speedup: float, outcome: str
+) -> None:
+    from objectives import load_description
+    from objectives import make_search_space
+    from objectives import starting_points
+
+    desc = load_description(EXAMPLE)
+    points = starting_points(desc, make_search_space(desc))
+    baseline, preset = points[0], points[2]  # the search saw `preset` as best
+    seen = {0: 2052.0, 1: 1556.0}
+    records = [
+        EvaluationRecord(i, 0, c, (i,), str(i), "initial", "ok", {"spill_bytes": seen[i]}, 0.1)
+        for i, c in enumerate([baseline, preset])
+    ]
+    results = SearchResults([Objective(name="spill_bytes")], records)
+    grid = [
+        SimpleNamespace(config=r.config, metrics={"status": "ok", **(r.values or {})})
+        for r in records
+    ]
+    rng = np.random.default_rng(0)
+
+    def measure(config: Any) -> float:  # synthetic: the preset is truly `speedup` times faster
+        return (1.0 if config == baseline else 1.0 / speedup) * (1 + 0.025 * rng.normal())
+
+    validation = validate_search(results, measure, baseline, k=1)
+    assert _write_outputs(tmp_path, desc, results, grid, points, validation) == 0
+    written = tmp_path / "spill.controls.yaml"
+    data = yaml.safe_load(written.read_text())
+    block = data["validation"]
+    assert block["outcome"] == outcome
+    assert json.loads((tmp_path / "validation.json").read_text()) == block
+    assert block["candidates"][0]["candidate_config"] == preset
+    if outcome == "kept":
+        assert data["controls"] == preset["controls"] and data["scores"]["best"] == 1556.0
+        assert block["winner"]["verdict"] == "KEPT" and block["winner"]["speedup"] > 1.0
+    else:
+        assert data["controls"] == {"ptxas": {}} and data["scores"]["best"] == 2052.0
+        assert data["scores"]["improvement_pct"] == 0.0 and block["winner"] is None
+    assert f"validation: {outcome}" in capsys.readouterr().out
+    assert main(["apply", str(written)]) == 0
+    assert main(["check", str(written), "--description", str(EXAMPLE)]) == 0
+
+
 @needs_ptxas
 @pytest.mark.slow
 def test_tune_writes_a_controls_file_that_apply_and_check_accept(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ["tune", str(EXAMPLE), "--budget", "8", "--num-cpus", "2", "--out", str(out)]
-    assert main(args) == 0
+    assert main([*args, "--tracking", "none"]) == 0
     written = out / "spill.controls.yaml"
     data = yaml.safe_load(written.read_text())
     assert data["scores"]["best"] <= data["scores"]["baseline"]
+    # spill_bytes is exact: the documented skip, and the search's best is written.
+    assert data["validation"]["outcome"] == "skipped"
+    assert "reproduces exactly" in data["validation"]["reason"]
+    assert json.loads((out / "validation.json").read_text()) == data["validation"]
     assert main(["apply", str(written)]) == 0
     assert main(["check", str(written), "--description", str(EXAMPLE)]) == 0
+
+
+@needs_ptxas
+@pytest.mark.slow
+def test_tune_validates_a_timed_ptx_metric_through_ray(tmp_path: Path) -> None:
+    # compile_time_s is a timing, so `tune` re-measures the top 2 (fresh ptxas runs, no cache).
+    text = EXAMPLE.read_text().replace("metric: spill_bytes", "metric: compile_time_s")
+    description = tmp_path / "spill.yaml"
+    description.write_text(text.replace("source: spill.ptx", f"source: {EXAMPLE.parent}/spill.ptx"))
+    out = tmp_path / "out"
+    args = ["--budget", "6", "--num-cpus", "2", "--tracking", "none", "--out", str(out)]
+    assert (
+        main(
+            ["tune", str(description), *args, "--validate-top", "2", "--validate-repetitions", "5"]
+        )
+        == 0
+    )
+    written = out / "spill.controls.yaml"
+    data = yaml.safe_load(written.read_text())
+    block = data["validation"]
+    assert block["outcome"] in ("kept", "baseline") and block["top_k"] == 2
+    assert len(block["candidates"]) == 2
+    for candidate in block["candidates"]:
+        assert candidate["candidate_config"] != block["baseline_config"]
+        assert candidate["verdict"] in ("KEPT", "REJECTED")
+        assert candidate["baseline"]["n"] == candidate["candidate"]["n"] == 5
+        assert candidate["config"]["alpha"] == pytest.approx(0.025)  # Bonferroni over 2
+    expected = block["winner"]["candidate_config"] if block["winner"] else block["baseline_config"]
+    assert {"controls": data["controls"]} == expected
+    assert main(["apply", str(written)]) == 0
+    assert main(["check", str(written), "--description", str(description)]) == 0

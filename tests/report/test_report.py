@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import base64
 import builtins
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from ciq_tune.report import pareto_mask
 from ciq_tune.report import parse_objective
 from ciq_tune.report import report_main
 from ciq_tune.results import Objective
+from ciq_tune.results import SearchResults
+from ciq_tune.validation import validate_search
 from tests.report.conftest import OBJECTIVES
 from tests.report.conftest import synthetic_results
 from tests.report.conftest import write_run
@@ -157,3 +160,25 @@ def test_report_main(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert str(tmp_path / "r" / "report.html") in capsys.readouterr().out
     assert not (tmp_path / "r" / "pareto.png").exists()
     assert np.isfinite(load_evaluations(run_dir / "evaluations.parquet")["time_ms"]).any()
+
+
+def test_page_shows_the_validation_of_a_tune_run(run_dir: Path) -> None:
+    assert build_report(run_dir, objectives=OBJECTIVES).validation is None
+    results = synthetic_results()
+    one = SearchResults(results.objectives[:1], results.records)  # validation ranks by time
+    top = one.best(2)
+    true = {top[0].candidate_id: 1.0, top[1].candidate_id: 1 / 1.05}
+    rng = np.random.default_rng(0)
+
+    def measure(config: Any) -> float:  # the search's best is noise, its second a real 5 %
+        cid = next((r.candidate_id for r in top if r.config == config), -1)
+        return true.get(cid, 1.0) * (1 + 0.025 * rng.normal())
+
+    validation = validate_search(one, measure, {"tile": "compiler defaults"}, k=2)
+    (run_dir / "validation.json").write_text(json.dumps(validation.to_dict()))
+    report = build_report(run_dir, objectives=OBJECTIVES)
+    assert report.validation == run_dir / "validation.json"
+    page = report.html.read_text()
+    assert "Validation against the baseline" in page
+    assert f"kept: candidate {top[1].candidate_id} (search rank 2) KEPT" in page
+    assert page.count("<td>KEPT</td>") == 1 and page.count("<td>REJECTED</td>") == 1
