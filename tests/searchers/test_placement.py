@@ -1,0 +1,88 @@
+"""Trial placement on GPUs and the throughput summary of a search."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from searchers.placement import format_throughput
+from searchers.placement import plan_placement
+from searchers.placement import search_throughput
+
+
+def test_one_trial_per_gpu_by_default():
+    placement = plan_placement("triton", cluster_gpus=2)
+    assert placement.resources == {"cpu": 1.0, "gpu": 1.0}
+    assert placement.max_concurrent_trials == 2 and placement.gpus == 2
+    assert placement.steady_state
+
+
+def test_trials_share_a_gpu_in_fractions_that_fit():
+    placement = plan_placement("cuda", cluster_gpus=1, trials_per_gpu=3)
+    share = placement.resources["gpu"]
+    assert 3 * share <= 1.0 and share == 0.3333
+    assert placement.max_concurrent_trials == 3 and placement.steady_state
+
+
+def test_a_single_trial_keeps_generations():
+    assert not plan_placement("triton", cluster_gpus=1).steady_state
+
+
+@pytest.mark.parametrize(("kind", "gpus"), [("ptx", 8), ("triton", 0), ("triton", 0.5)])
+def test_no_gpu_resources_without_a_gpu_or_a_run(kind, gpus):
+    placement = plan_placement(kind, cluster_gpus=gpus, trials_per_gpu=4)
+    assert placement.resources == {"cpu": 1.0} and placement.gpus == 0
+    assert placement.max_concurrent_trials is None and not placement.steady_state
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5])
+def test_trials_per_gpu_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="trials_per_gpu"):
+        plan_placement("triton", cluster_gpus=1, trials_per_gpu=bad)
+
+
+def test_throughput_busy_fraction_and_phases():
+    trials = [
+        {
+            "compile_s": 1.0,
+            "gpu_s": 0.2,
+            "gpu_wait_s": 0.1,
+            "worker_spawn_s": 4.0,
+            "wall_s": 5.4,
+            "time_total_s": 5.5,
+        },
+        {
+            "compile_s": 0.5,
+            "gpu_s": 0.2,
+            "gpu_wait_s": math.nan,
+            "worker_spawn_s": 0.0,
+            "wall_s": 0.8,
+            "time_total_s": 0.9,
+        },
+        {"status": "compile_error", "compile_s": None, "wall_s": 0.3, "time_total_s": 0.3},
+    ]
+    summary = search_throughput(trials, wall_s=2.0, gpus=1, concurrency=4)
+    assert summary["evaluations"] == 3 and summary["evals_per_s"] == 1.5
+    assert summary["gpu_busy_fraction"] == pytest.approx(0.4 / 2.0)
+    assert summary["mean_s"]["compile_s"] == pytest.approx(0.5)
+    assert summary["mean_s"]["gpu_wait_s"] == pytest.approx(0.1 / 3)
+    # 4 slots x 2 s = 8 slot-seconds, 6.7 of them in trials.
+    assert summary["mean_s"]["outside_trials"] == pytest.approx((8 - 6.7) / 3)
+    line = format_throughput(summary)
+    assert "1.50 evals/s" in line and "GPU busy 20 %" in line
+
+
+def test_throughput_without_gpus_has_no_busy_fraction():
+    summary = search_throughput([{"time_total_s": 1.0}], wall_s=1.0, gpus=0, concurrency=1)
+    assert summary["gpu_busy_fraction"] is None
+    assert "no GPU" in format_throughput(summary)
+    with pytest.raises(ValueError, match="wall_s"):
+        search_throughput([], wall_s=0, gpus=1, concurrency=1)
+
+
+def test_cli_rejects_zero_trials_per_gpu(capsys):
+    from ciq_tune.cli import main
+
+    assert main(["tune", "examples/kernels/triton/softmax.yaml", "--trials-per-gpu", "0"]) == 2
+    assert "`--trials-per-gpu` must be a positive integer, got 0" in capsys.readouterr().err
