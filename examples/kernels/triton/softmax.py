@@ -35,8 +35,10 @@ def softmax_kernel(
         rows = row_start + tl.arange(0, ROWS)
         mask = (rows[:, None] < M) & (cols[None, :] < N)
         offsets = rows[:, None].to(tl.int64) * N + cols[None, :]
-        # -inf padding leaves the maximum and (as exp(-inf) = 0) the sum unchanged.
-        x = tl.load(x_ptr + offsets, mask=mask, other=-float("inf")).to(tl.float32)
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        # -inf padding columns leave the maximum and (exp(-inf) = 0) the sum unchanged; rows
+        # past M stay finite (never stored), so no NaN is computed.
+        x = tl.where(cols[None, :] < N, x, -float("inf"))
         numerator = tl.exp(x - tl.max(x, axis=1)[:, None])
         y = numerator / tl.sum(numerator, axis=1)[:, None]
         tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
