@@ -53,10 +53,21 @@ def pci_bus_id(index: int = 0) -> str:
     return f"{domain:08x}:{bus:02x}:{dev:02x}.0"
 
 
+def gpu_identity(index: int = 0) -> str:
+    """A name of the physical GPU behind visible device `index`, the same in every process:
+    its PCI bus id, else (a torch without the PCI fields) its UUID."""
+    try:
+        return pci_bus_id(index)
+    except AttributeError:
+        import torch
+
+        return f"uuid-{torch.cuda.get_device_properties(index).uuid}"
+
+
 def lock_path(index: int = 0) -> Path:
     """The lock file of the visible CUDA device `index` (see `LOCK_DIR_ENV`)."""
     folder = Path(os.environ.get(LOCK_DIR_ENV) or tempfile.gettempdir())
-    return folder / f"ciq-tune-gpu-{re.sub(r'[^0-9a-zA-Z]', '-', pci_bus_id(index))}.lock"
+    return folder / f"ciq-tune-gpu-{re.sub(r'[^0-9a-zA-Z]', '-', gpu_identity(index))}.lock"
 
 
 @dataclass
