@@ -28,7 +28,6 @@ from objectives import make_trainable
 from objectives._bench import compare
 from objectives._bench import make_inputs
 from objectives._bench import reference_outputs
-from objectives._bench import split_config
 from searchers.compileiq_searcher import CompileIQSearcher
 
 # Metrics copied from each trial into the JSON record.
@@ -89,46 +88,16 @@ def search(
 
 
 def _triton_launcher(desc: Any, config: dict[str, Any]) -> Any:
-    from ciq_tune.controls import detect_triton
-    from objectives.triton import _load_kernel
+    from objectives.triton import make_launch
 
-    params, controls = split_config(desc, config)
-    options = detect_triton(desc.arch).render(controls.get("triton", {}))
-    kernel = _load_kernel(str(desc.source), desc.entry)
-    grid = desc.launch(params)["grid"]
-    kwargs = {**desc.sizes, **params, **options}
-
-    def launch(tensors: dict[str, Any]) -> None:
-        kernel[grid](*tensors.values(), **kwargs)
-
-    return launch
+    # make_launch also gives Triton the scratch memory of device-side tensor descriptors.
+    return make_launch(desc, config)
 
 
 def _cuda_launcher(desc: Any, config: dict[str, Any]) -> Any:
-    import cupy
-    import torch
+    from objectives.cuda import make_launch
 
-    from objectives.cuda import compile_candidate
-
-    params, controls = split_config(desc, config)
-    built = compile_candidate(desc, params, controls.get("nvcc", {}))
-    torch.cuda.init()
-    module = cupy.cuda.function.Module()
-    module.load(built["cubin"])
-    kernel = module.get_function(str(desc.entry))
-    dims = desc.launch(params)
-    grid = (*dims["grid"], 1, 1)[:3]
-    block = (*dims["block"], 1, 1)[:3]
-    sizes = [np.int32(v) for v in desc.sizes.values()]
-    cache: dict[tuple[int, ...], tuple[Any, ...]] = {}
-
-    def launch(tensors: dict[str, Any]) -> None:
-        ptrs = tuple(t.data_ptr() for t in tensors.values())
-        if ptrs not in cache:
-            cache[ptrs] = (*(np.uint64(p) for p in ptrs), *sizes)
-        kernel(grid, block, cache[ptrs])
-
-    return launch
+    return make_launch(desc, config)
 
 
 def _helion_launcher(desc: Any, config: dict[str, Any]) -> Any:
