@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -27,14 +28,39 @@ __all__ = [
 ]
 
 
-def make_trainable(description: KernelDescription) -> Callable[[dict[str, Any]], None]:
+def make_trainable(
+    description: KernelDescription, *, print_trials: bool = True
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The Ray Tune trainable of a description, from ``objectives.<kind>.make_trainable``.
 
     The module is imported only here, so that a PTX search never imports torch or Triton.
+
+    Args:
+        description: The kernel description.
+        print_trials: Print each trial's id, configuration and result to stdout, which Ray
+            keeps as the log of the trial's actor (browsable in the Ray dashboard). Tune then
+            names trials and their actors after the description.
     """
     module = importlib.import_module(f"objectives.{description.kind}")
-    trainable: Callable[[dict[str, Any]], None] = module.make_trainable(description)
-    return trainable
+    trainable: Callable[[dict[str, Any]], dict[str, Any]] = module.make_trainable(description)
+    if not print_trials:
+        return trainable
+    printed = functools.partial(_printed_trial, trainable)
+    printed.__name__ = description.name  # type: ignore[attr-defined]
+    return printed
+
+
+def _printed_trial(
+    trainable: Callable[[dict[str, Any]], dict[str, Any]], config: dict[str, Any]
+) -> dict[str, Any]:
+    from ray import tune
+
+    trial_id = tune.get_context().get_trial_id()
+    print(f"[ciq-tune] trial {trial_id} config {json.dumps(config, sort_keys=True)}", flush=True)
+    result = trainable(config)
+    summary = json.dumps(result, sort_keys=True, default=str)
+    print(f"[ciq-tune] trial {trial_id} result {summary}", flush=True)
+    return result
 
 
 def make_measure(description: KernelDescription) -> Callable[[Any], float]:
@@ -55,7 +81,7 @@ def make_measure(description: KernelDescription) -> Callable[[Any], float]:
         evaluate = functools.partial(evaluate_ptx, description)
     else:
         # The timed kinds' trainables return their result dict and work outside Ray too.
-        evaluate = make_trainable(description)  # type: ignore[assignment]
+        evaluate = make_trainable(description, print_trials=False)
 
     def measure(config: Any) -> float:
         result = evaluate(config)

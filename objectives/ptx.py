@@ -122,7 +122,7 @@ def evaluate(
 
 def make_trainable(
     desc: KernelDescription, *, cache_dir: str | Path | None = None
-) -> Callable[[dict[str, Any]], None]:
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A Ray Tune function trainable that compiles one candidate and reports its metrics.
 
     Args:
@@ -133,9 +133,9 @@ def make_trainable(
         raise ValueError(f"`desc` must be a kind='ptx' description, got kind={desc.kind!r}")
     cache_root = None if cache_dir is None else str(cache_dir)
 
-    def ptx_trainable(config: dict[str, Any]) -> None:
-        from ray import tune
-
-        tune.report(evaluate(desc, config, cache=CompileCache(cache_root)))
+    def ptx_trainable(config: dict[str, Any]) -> dict[str, Any]:
+        # Returned, not passed to tune.report: Tune records it as the trial's final result, and
+        # callers outside Tune get it too.
+        return evaluate(desc, config, cache=CompileCache(cache_root))
 
     return ptx_trainable
