@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU kernel suite in parts, each well inside a 10-minute device call. From the repo root,
 # with .whl carried (bash ../shared/tools/gpu-wheels.sh); results go to $OUT (default
-# ./suite-out): per kernel KERNEL.json, KERNEL.md (table fragment) and KERNEL.log.
+# ./suite-out): per kernel KERNEL.json and KERNEL.md (table fragment), and suite.log (all parts).
 #   bash scripts/gpu/suite.sh PARTS        PARTS: comma-separated, in order, from
 #     env         nvidia-smi, versions, GPU-marked objective tests              (~1 min)
 #     matmul      persistent TMA matmul 4096³, 100 evaluations                 (~3-4 min)
@@ -41,7 +41,7 @@ for part in "${parts[@]}"; do
 "triton", triton.__version__, "ray", ray.__version__, "cuda", torch.version.cuda,
 torch.cuda.get_device_name())'
       timeout 300 python3 -m pytest -q -m gpu tests/objectives -p no:cacheprovider -rfEs
-    } 2>&1 | tee "$OUT/env.log" | tail -30
+    } 2>&1 | tee -a "$OUT/suite.log" | tail -30
     code=${PIPESTATUS[0]}
   elif [[ -n ${EVALS[$part]:-} ]]; then
     var=EVALS_${part^^}
@@ -51,7 +51,7 @@ torch.cuda.get_device_name())'
     timeout 570 python3 scripts/gpu/suite.py --kernel "$part" --evals "$evals" "${DRY[@]}" \
       --trials-per-gpu "${TRIALS_PER_GPU:-6}" --rounds "${ROUNDS:-50}" --out "$OUT" 2>&1 \
       | grep --line-buffered -v -E "^\s*$|INFO|WARNING|╭|╰|│|├|tensorboard|View detailed" \
-      | tee "$OUT/$part.log"
+      | tee -a "$OUT/suite.log"
     code=${PIPESTATUS[0]}
   else
     echo "suite.sh: unknown part '$part'" >&2
