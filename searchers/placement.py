@@ -106,10 +106,13 @@ def search_throughput(
         concurrency: Trials that could run at a time.
 
     Returns:
-        ``evaluations``, ``wall_s``, ``evals_per_s``, ``gpu_busy_fraction`` (seconds the
-        trials held a GPU over ``wall_s × gpus``; None without GPUs) and ``mean_s``: per
-        evaluation, the mean of each phase plus ``outside_trials`` (trial slots not running a
-        trial: Ray scheduling and result handling, the searcher, idle slots).
+        ``evaluations``, ``wall_s``, ``evals_per_s``, ``evals_per_s_after_first`` (from the
+        first result to the last by Ray's whole-second ``timestamp``: the rate once workers
+        have started; None when the trials have no timestamps or span under 2 s),
+        ``gpu_busy_fraction`` (seconds the trials held a GPU over ``wall_s × gpus``; None
+        without GPUs) and ``mean_s``: per evaluation, the mean of each phase plus
+        ``outside_trials`` (trial slots not running a trial: starting actors, Ray scheduling
+        and result handling, the searcher, idle slots).
     """
     if not wall_s > 0:
         raise ValueError(f"`wall_s` must be > 0, got wall_s={wall_s}")
@@ -122,10 +125,16 @@ def search_throughput(
     mean = {key: total(key) / n if n else math.nan for key in phases}
     slots = max(concurrency, 1) * wall_s
     mean["outside_trials"] = (slots - total("time_total_s")) / n if n else math.nan
+    stamps = [t.get("timestamp") for t in trials]
+    after_first = None
+    if n > 1 and all(isinstance(v, int | float) for v in stamps):
+        span = max(stamps) - min(stamps)  # type: ignore[type-var,operator]
+        after_first = (n - 1) / span if span >= 2 else None
     return {
         "evaluations": n,
         "wall_s": wall_s,
         "evals_per_s": n / wall_s,
+        "evals_per_s_after_first": after_first,
         "concurrency": concurrency,
         "gpu_busy_fraction": total("gpu_s") / (wall_s * gpus) if gpus > 0 else None,
         "mean_s": mean,
@@ -137,9 +146,11 @@ def format_throughput(summary: Mapping[str, Any]) -> str:
     mean = summary["mean_s"]
     busy = summary["gpu_busy_fraction"]
     busy_text = "no GPU" if busy is None else f"GPU busy {100 * busy:.0f} %"
+    after = summary.get("evals_per_s_after_first")
+    after_text = "" if after is None else f", {after:.2f} after the first result"
     return (
         f"{summary['evaluations']} evaluations in {summary['wall_s']:.1f} s = "
-        f"{summary['evals_per_s']:.2f} evals/s ({summary['concurrency']} at a time, "
+        f"{summary['evals_per_s']:.2f} evals/s{after_text} ({summary['concurrency']} at a time, "
         f"{busy_text}); per evaluation: compile {mean['compile_s']:.2f} s, GPU "
         f"{mean['gpu_s']:.2f} s, waiting for the GPU {mean['gpu_wait_s']:.2f} s, worker start "
         f"{mean['worker_spawn_s']:.2f} s, outside trials {mean['outside_trials']:.2f} s"

@@ -63,6 +63,7 @@ TRIAL_KEYS = (
     "worker_spawn_s",
     "wall_s",
     "time_total_s",
+    "timestamp",
     "n_regs",
     "n_spills",
     "shared_bytes",
@@ -550,11 +551,13 @@ def markdown(data: Mapping[str, Any], kernel: SuiteKernel) -> str:
         busy = t["gpu_busy_fraction"]
         nvml = search["nvml"]
         nvml_text = ", ".join(f"{v['mean_pct']:.0f} %" for v in nvml["gpus"].values()) or "n/a"
+        after = t.get("evals_per_s_after_first")
+        after_text = "" if after is None else f"; {after:.2f} evals/s after the first result"
         lines += [
             f"Search: {t['evaluations']} evaluations in {t['wall_s']:.1f} s = "
             f"**{t['evals_per_s']:.2f} evals/s** ({search['vs_compileiq']:.1f}x CompileIQ's "
-            f"{COMPILEIQ_EVALS_PER_S:.2f}), {t['concurrency']} trial(s) at a time; GPU busy "
-            f"{'n/a' if busy is None else f'{100 * busy:.0f} %'} (benchmark lock), NVML "
+            f"{COMPILEIQ_EVALS_PER_S:.2f}{after_text}), {t['concurrency']} trial(s) at a time; "
+            f"GPU busy {'n/a' if busy is None else f'{100 * busy:.0f} %'} (benchmark lock), NVML "
             f"utilisation {nvml_text}; per evaluation: compile {mean['compile_s']:.2f} s, GPU "
             f"{mean['gpu_s']:.2f} s, waiting for the GPU {mean['gpu_wait_s']:.2f} s, worker "
             f"start {mean['worker_spawn_s']:.2f} s, outside trials "

@@ -70,7 +70,17 @@ def test_throughput_busy_fraction_and_phases():
     # 4 slots x 2 s = 8 slot-seconds, 6.7 of them in trials.
     assert summary["mean_s"]["outside_trials"] == pytest.approx((8 - 6.7) / 3)
     line = format_throughput(summary)
-    assert "1.50 evals/s" in line and "GPU busy 20 %" in line
+    assert "1.50 evals/s (4 at a time" in line and "GPU busy 20 %" in line
+    # No Ray timestamps in these records: no rate after the first result.
+    assert summary["evals_per_s_after_first"] is None
+
+
+def test_throughput_after_the_first_result_leaves_out_the_start():
+    trials = [{"timestamp": 1000 + t} for t in (0, 2, 3, 4, 4)]  # first result 1000, last 1004
+    summary = search_throughput(trials, wall_s=20.0, gpus=1, concurrency=2)
+    assert summary["evals_per_s"] == 0.25
+    assert summary["evals_per_s_after_first"] == 1.0  # 4 more results in 4 s
+    assert "0.25 evals/s, 1.00 after the first result" in format_throughput(summary)
 
 
 def test_throughput_without_gpus_has_no_busy_fraction():
