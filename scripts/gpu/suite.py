@@ -147,7 +147,7 @@ KERNELS: dict[str, SuiteKernel] = {
 
 
 def log(message: str) -> None:
-    """A timestamped line on stdout (the shell driver tees it to OUT/<kernel>.log)."""
+    """A timestamped line on stdout (the shell driver appends it to OUT/suite.log)."""
     print(f"[suite {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
