@@ -50,6 +50,7 @@ def run_once(
     seed: int,
     strategy: str,
     max_search_s: float,
+    storage: Path,
 ) -> dict[str, Any]:
     """One search with `slots` trials at a time (GPUs, or CPUs in a dry run); in this process,
     whose CUDA_VISIBLE_DEVICES and caches the parent has set."""
@@ -91,7 +92,6 @@ def run_once(
             engine_config={"steady_state": True},
         )
         resources: dict[str, float] = {"cpu": 1, "gpu": 1} if use_gpus else {"cpu": 1}
-        storage = tempfile.mkdtemp(prefix="ciq-scaling-")
         started = time.perf_counter()
         grid = tune.Tuner(
             tune.with_resources(make_trainable(desc), resources),
@@ -102,7 +102,9 @@ def run_once(
                 # Without it Tune keeps one trial pending for a custom searcher: one at a time.
                 max_concurrent_trials=slots,
             ),
-            run_config=tune.RunConfig(name=f"scaling_{slots}", storage_path=storage, verbose=0),
+            run_config=tune.RunConfig(
+                name=f"scaling_{slots}", storage_path=str(storage), verbose=0
+            ),
         ).fit()
         wall_s = time.perf_counter() - started
     finally:
@@ -185,6 +187,7 @@ def main() -> None:
         "--max-search-s", type=float, default=100, help="search time cap per run (s)"
     )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--storage", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     use_gpus = not args.dry_run
     description = SPILL if args.dry_run else MATMUL
@@ -197,6 +200,7 @@ def main() -> None:
             seed=args.seed,
             strategy=args.strategy,
             max_search_s=args.max_search_s,
+            storage=args.storage,
         )
         Path(args.out).write_text(json.dumps(result))
         return
@@ -212,6 +216,7 @@ def main() -> None:
                 sys.executable, __file__, "--child", str(k), "--out", str(part),
                 "--evals", str(args.evals), "--seed", str(args.seed),
                 "--strategy", args.strategy, "--max-search-s", str(args.max_search_s),
+                "--storage", str(Path(tmp) / f"ray_{k}"),
             ]  # fmt: skip
             if args.dry_run:
                 command.append("--dry-run")
