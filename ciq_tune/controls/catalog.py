@@ -298,10 +298,23 @@ class BaseCatalog:
         A preset that uses a control outside the selection is left out, so every returned set
         is a point of `space(include, exclude, allow_numerics_changes)`.
         """
-        allowed = {c.name for c in self.select(include, exclude, allow_numerics_changes)}
+        own_inc, own_exc, sub_sel = self._split(include, exclude)
+        allowed = {c.name for c in self.select(own_inc, own_exc, allow_numerics_changes)}
+        # A preset may set a sub-catalog's (nvcc's ptxas) controls only where those are searched.
+        allowed_sub = {
+            name: {c.name for c in catalog.select(*sub_sel[name], allow_numerics_changes)}
+            for name, catalog in self.sub.items()
+        }
+
+        def selected(preset: Mapping[str, Any]) -> bool:
+            return all(
+                name in allowed or (name in allowed_sub and set(value) <= allowed_sub[name])
+                for name, value in preset.items()
+            )
+
         out: dict[str, dict[str, Any]] = {}
         for name, preset in self.preset_table.items():
-            if not set(preset) <= allowed:
+            if not selected(preset):
                 continue
             try:
                 out[name] = self.validate(preset)

@@ -167,6 +167,9 @@ def test_nvcc_forwards_ptxas_controls() -> None:
     space = catalog.space(include=["ftz", "ptxas/opt_level"])
     assert set(space) == {"ftz", "ptxas"} and set(space["ptxas"]) == {"opt_level"}
     assert "fmad" not in catalog.sub["ptxas"].controls  # nvcc's own --fmad drives it
+    # Naming the sub-catalog as a whole (row_sum.yaml does) selects it for presets too.
+    presets = catalog.presets(include=["extra_device_vectorization", "ptxas"])
+    assert presets == {"vectorize": {"extra_device_vectorization": True}}
 
 
 def test_triton_renders_launch_kwargs() -> None:
