@@ -31,6 +31,8 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "screen_factor": 32,
     "random_share": 0.25,
     "local_share": 0.5,
+    "explore_after": 8,
+    "explore_share": 0.25,
 }
 # Weight of the uniform prior in each per-parameter density (in observations), so that values
 # never seen keep a non-zero density (Optuna's `prior_weight`).
@@ -51,6 +53,10 @@ class ScreenedGAConfig(EngineConfig):
         random_share: share of drawn candidates that are uniform random (exploration).
         local_share: share of drawn candidates that are mutations of the elite (polish);
             the rest are crossover children.
+        explore_after: generations without a new best after which part of each generation is
+            evaluated unscreened (uniform random): the model stops proposing outside the basin
+            it believes in, so only unscreened evaluations can find another one.
+        explore_share: share of each generation drawn unscreened while stagnating.
     """
 
     pool_size: int = Field(default=SCREENED_DEFAULTS["pool_size"], ge=2)
@@ -59,6 +65,8 @@ class ScreenedGAConfig(EngineConfig):
     screen_factor: int = Field(default=SCREENED_DEFAULTS["screen_factor"], ge=1)
     random_share: float = Field(default=SCREENED_DEFAULTS["random_share"], ge=0, le=1)
     local_share: float = Field(default=SCREENED_DEFAULTS["local_share"], ge=0, le=1)
+    explore_after: int = Field(default=SCREENED_DEFAULTS["explore_after"], ge=1)
+    explore_share: float = Field(default=SCREENED_DEFAULTS["explore_share"], ge=0, le=1)
 
 
 class ScreenedGA(GA):
@@ -69,7 +77,12 @@ class ScreenedGA(GA):
 
     def _offspring(self, n: int) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
-        pool = self._draw(n * config.screen_factor)
+        explore = 0
+        if self._stagnant >= config.explore_after:
+            # Binomial, so a steady-state request for one candidate explores at the same rate.
+            explore = int(self.rng.binomial(n, config.explore_share))
+        n_screened = n - explore
+        pool = self._draw(n_screened * config.screen_factor) if n_screened else []
         if not pool:
             return self._random_candidates(n)
         scores = self._density_ratio(pool)
@@ -78,7 +91,7 @@ class ScreenedGA(GA):
             candidate = self._make_candidate(pool[int(index)], "offspring")
             if candidate is not None:
                 out.append(candidate)
-            if len(out) == n:
+            if len(out) == n_screened:
                 break
         return out + self._random_candidates(n - len(out))
 

@@ -1,0 +1,36 @@
+"""The screened GA's exploration while it stagnates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ciq_tune.space as ss
+from ciq_tune.engine import Budget
+from ciq_tune.engine import Objective
+from ciq_tune.engine import create_engine
+from tests.engine.conftest import drive
+
+LINE = {"x": ss.range(0, 399)}
+
+
+def _origins(config: dict[str, Any], objective: Any, evaluations: int) -> list[str]:
+    engine = create_engine(
+        "screened",
+        LINE,
+        [Objective(name="score", mode="min")],
+        config=config,
+        budget=Budget(max_evaluations=evaluations),
+        seed=3,
+    )
+    drive(engine, lambda c: {"score": objective(c)})
+    return [r.origin for r in engine.records]
+
+
+def test_a_stagnating_search_evaluates_unscreened_candidates() -> None:
+    settings = {"pool_size": 4, "explore_after": 2}
+    flat = _origins({**settings, "explore_share": 1.0}, lambda c: 1.0, 40)
+    # Generations 0-2 (12 evaluations) precede the stagnation; after it, all are unscreened.
+    assert flat[:4] == ["random"] * 4
+    assert flat[16:] == ["random"] * 24
+    never = _origins({**settings, "explore_share": 0.0}, lambda c: 1.0, 40)
+    assert "random" not in never[4:]
