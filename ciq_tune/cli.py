@@ -459,8 +459,12 @@ def _placement(kind: str, trials_per_gpu: int) -> Placement:
 
     from searchers.placement import plan_placement
 
+    cluster = ray.cluster_resources()
     placement = plan_placement(
-        kind, cluster_gpus=ray.cluster_resources().get("GPU", 0), trials_per_gpu=trials_per_gpu
+        kind,
+        cluster_gpus=cluster.get("GPU", 0),
+        cluster_cpus=cluster.get("CPU", 1),
+        trials_per_gpu=trials_per_gpu,
     )
     print(f"placement: {placement.note}", flush=True)
     return placement
@@ -468,14 +472,16 @@ def _placement(kind: str, trials_per_gpu: int) -> Placement:
 
 def _print_throughput(grid: Any, wall_s: float, placement: Placement) -> None:
     """Evaluations per second, GPU busy fraction and time per phase of the finished search."""
-    import ray
-
     from searchers.placement import format_throughput
     from searchers.placement import search_throughput
 
     trials = [grid[i].metrics or {} for i in range(len(grid))]
-    concurrency = placement.max_concurrent_trials or int(ray.cluster_resources().get("CPU", 1))
-    summary = search_throughput(trials, wall_s=wall_s, gpus=placement.gpus, concurrency=concurrency)
+    summary = search_throughput(
+        trials,
+        wall_s=wall_s,
+        gpus=placement.gpus,
+        concurrency=placement.max_concurrent_trials,
+    )
     print(format_throughput(summary), flush=True)
 
 

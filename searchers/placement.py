@@ -25,15 +25,16 @@ class Placement:
     Attributes:
         resources: Ray resources per trial, for `ray.tune.with_resources`
             (``{"cpu": 1, "gpu": 0.25}`` for four trials per GPU).
-        max_concurrent_trials: Trials at a time (`TuneConfig.max_concurrent_trials`); None
-            leaves it to the CPUs Ray has.
+        max_concurrent_trials: Trials at a time (`TuneConfig.max_concurrent_trials`). Always
+            set: without it Tune keeps one trial pending for a custom searcher, so
+            `CompileIQSearcher` trials would run one at a time whatever the CPUs.
         gpus: Whole GPUs the search uses (0 for compile-only or CPU-only searches).
         trials_per_gpu: Trials that share one GPU.
         note: One line saying where trials run, for the log.
     """
 
     resources: dict[str, float]
-    max_concurrent_trials: int | None
+    max_concurrent_trials: int
     gpus: int
     trials_per_gpu: int
     note: str
@@ -43,17 +44,24 @@ class Placement:
         """Whether the engine should propose a candidate whenever a trial finishes: with
         several GPU trials at a time, waiting for a generation's slowest compile would leave
         the others idle."""
-        return self.gpus > 0 and (self.max_concurrent_trials or 1) > 1
+        return self.gpus > 0 and self.max_concurrent_trials > 1
 
 
 def plan_placement(
-    kind: str, *, cluster_gpus: float, trials_per_gpu: int = 1, cpus_per_trial: float = 1.0
+    kind: str,
+    *,
+    cluster_gpus: float,
+    cluster_cpus: float,
+    trials_per_gpu: int = 1,
+    cpus_per_trial: float = 1.0,
 ) -> Placement:
     """Resources and concurrency for a search over a kernel of `kind`.
 
     Args:
         kind: The description's kind (``ptx``, ``cuda``, ``triton``, ``helion``).
         cluster_gpus: GPUs of the Ray cluster (``ray.cluster_resources().get("GPU", 0)``).
+        cluster_cpus: CPUs of the Ray cluster (``ray.cluster_resources().get("CPU", 0)``);
+            without GPUs, as many trials run at a time as `cpus_per_trial` fit (at least 1).
         trials_per_gpu: Trials sharing each GPU (1: one trial per GPU).
         cpus_per_trial: CPUs reserved per trial (compilers are mostly single-threaded).
 
@@ -67,16 +75,18 @@ def plan_placement(
     if not cpus_per_trial > 0:
         raise ValueError(f"`cpus_per_trial` must be > 0, got cpus_per_trial={cpus_per_trial}")
     cpu_only = {"cpu": cpus_per_trial}
+    cpu_slots = max(1, math.floor(cluster_cpus / cpus_per_trial))
+    on_cpus = f"{cpu_slots} trial(s) at a time on {cluster_cpus:g} CPU(s)"
     if kind not in GPU_KINDS:
-        return Placement(cpu_only, None, 0, trials_per_gpu, f"{kind}: compile-only, CPUs only")
+        return Placement(cpu_only, cpu_slots, 0, trials_per_gpu, f"{kind}: compile-only, {on_cpus}")
     gpus = math.floor(cluster_gpus)
     if gpus < 1:
         return Placement(
             cpu_only,
-            None,
+            cpu_slots,
             0,
             trials_per_gpu,
-            f"{kind}: no GPU in the Ray cluster; Triton runs its interpreter on CPUs "
+            f"{kind}: no GPU in the Ray cluster, {on_cpus}; Triton runs its interpreter "
             "(correctness only), CUDA and Helion trials cannot run",
         )
     # Ray keeps four decimals of a fractional resource: 1/3 → 0.3333, three still fit in 1.

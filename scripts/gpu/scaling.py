@@ -90,9 +90,13 @@ def run_once(
                 f"Ray sees {gpus:g} GPU(s) but this run needs {slots}; CUDA_VISIBLE_DEVICES="
                 f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
             )
-        placement = plan_placement(desc.kind, cluster_gpus=gpus, trials_per_gpu=trials_per_gpu)
-        # A CPU-only placement leaves the count to the caller: one trial per CPU Ray was given.
-        concurrency = placement.max_concurrent_trials or slots
+        placement = plan_placement(
+            desc.kind,
+            cluster_gpus=gpus,
+            cluster_cpus=ray.cluster_resources()["CPU"],
+            trials_per_gpu=trials_per_gpu,
+        )
+        concurrency = placement.max_concurrent_trials
         searcher = CompileIQSearcher(
             space=space,
             metric=desc.metric,

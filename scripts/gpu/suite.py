@@ -266,14 +266,14 @@ def run_search(desc: Any, args: argparse.Namespace, work: Path) -> dict[str, Any
     points = starting_points(desc, space)
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
     try:
+        cluster = ray.cluster_resources()
         placement = plan_placement(
             desc.kind,
-            cluster_gpus=ray.cluster_resources().get("GPU", 0),
+            cluster_gpus=cluster.get("GPU", 0),
+            cluster_cpus=cluster.get("CPU", 1),
             trials_per_gpu=args.trials_per_gpu,
         )
         log(f"placement: {placement.note}")
-        # Trials that can run at a time: the placement's, or one per CPU without GPUs.
-        concurrency = placement.max_concurrent_trials or int(ray.cluster_resources()["CPU"])
         searcher = CompileIQSearcher(
             space=space,
             metric=desc.metric,
@@ -316,7 +316,7 @@ def run_search(desc: Any, args: argparse.Namespace, work: Path) -> dict[str, Any
         trials,
         wall_s=wall,
         gpus=placement.gpus,
-        concurrency=concurrency,
+        concurrency=placement.max_concurrent_trials,
     )
     log(format_throughput(throughput))
     statuses: dict[str, int] = {}

@@ -12,34 +12,48 @@ from searchers.placement import search_throughput
 
 
 def test_one_trial_per_gpu_by_default():
-    placement = plan_placement("triton", cluster_gpus=2)
+    placement = plan_placement("triton", cluster_gpus=2, cluster_cpus=16)
     assert placement.resources == {"cpu": 1.0, "gpu": 1.0}
     assert placement.max_concurrent_trials == 2 and placement.gpus == 2
     assert placement.steady_state
 
 
 def test_trials_share_a_gpu_in_fractions_that_fit():
-    placement = plan_placement("cuda", cluster_gpus=1, trials_per_gpu=3)
+    placement = plan_placement("cuda", cluster_gpus=1, cluster_cpus=16, trials_per_gpu=3)
     share = placement.resources["gpu"]
     assert 3 * share <= 1.0 and share == 0.3333
     assert placement.max_concurrent_trials == 3 and placement.steady_state
 
 
 def test_a_single_trial_keeps_generations():
-    assert not plan_placement("triton", cluster_gpus=1).steady_state
+    assert not plan_placement("triton", cluster_gpus=1, cluster_cpus=16).steady_state
 
 
 @pytest.mark.parametrize(("kind", "gpus"), [("ptx", 8), ("triton", 0), ("triton", 0.5)])
 def test_no_gpu_resources_without_a_gpu_or_a_run(kind, gpus):
-    placement = plan_placement(kind, cluster_gpus=gpus, trials_per_gpu=4)
+    placement = plan_placement(kind, cluster_gpus=gpus, cluster_cpus=4, trials_per_gpu=4)
     assert placement.resources == {"cpu": 1.0} and placement.gpus == 0
-    assert placement.max_concurrent_trials is None and not placement.steady_state
+    assert not placement.steady_state
+
+
+@pytest.mark.parametrize(
+    ("cpus", "cpus_per_trial", "concurrent"), [(8, 1.0, 8), (8, 3.0, 2), (2, 1.5, 1), (0.5, 1.0, 1)]
+)
+def test_cpu_only_trials_run_one_per_cpu_slot(cpus, cpus_per_trial, concurrent):
+    # Without max_concurrent_trials Tune would run a custom searcher's trials one at a time.
+    placement = plan_placement(
+        "ptx", cluster_gpus=0, cluster_cpus=cpus, cpus_per_trial=cpus_per_trial
+    )
+    assert placement.max_concurrent_trials == concurrent
+    assert (
+        placement.note == f"ptx: compile-only, {concurrent} trial(s) at a time on {cpus:g} CPU(s)"
+    )
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5])
 def test_trials_per_gpu_must_be_a_positive_integer(bad):
     with pytest.raises(ValueError, match="trials_per_gpu"):
-        plan_placement("triton", cluster_gpus=1, trials_per_gpu=bad)
+        plan_placement("triton", cluster_gpus=1, cluster_cpus=16, trials_per_gpu=bad)
 
 
 def test_throughput_busy_fraction_and_phases():
