@@ -88,11 +88,14 @@ def test_example_kernel_spills_by_default_and_less_at_lower_register_usage(tmp_p
     cache = CompileCache(tmp_path)
     default = evaluate(desc, {"controls": {"ptxas": {}}}, cache=cache)
     assert default["status"] == "ok" and not default["cached"]
+    # compile_s (what searchers.placement sums) is this call's ptxas time: 0 from the cache.
+    assert default["compile_s"] == default["compile_time_s"] > 0
     assert default["spill_bytes"] > 0 and default["registers"] <= 64
     lean = evaluate(desc, {"controls": {"ptxas": {"register_usage_level": 0}}}, cache=cache)
     assert lean["spill_bytes"] < default["spill_bytes"]
     again = evaluate(desc, {"controls": {"ptxas": {}}}, cache=cache)
     assert again["cached"] and again["spill_bytes"] == default["spill_bytes"]
+    assert again["compile_s"] == 0.0 and again["compile_time_s"] == default["compile_time_s"]
 
 
 @needs_ptxas
