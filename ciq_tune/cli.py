@@ -240,6 +240,26 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="timed repetitions of each side per candidate (default %(default)s)",
     )
+    _add_verbose(parser)
+
+
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also print every trial's output and Ray's worker messages here (default: quiet; "
+        "they stay in Ray's logs: the trial actors' STDOUT in the dashboard of a cluster, see "
+        "docs/cluster.md, or /tmp/ray/session_latest/logs/worker-*.out for a local Ray)",
+    )
+
+
+def _ray_init(address: str | None, num_cpus: int | None, verbose: bool) -> None:
+    """Start or join Ray for `tune`/`resume`."""
+    import ray
+
+    # Forwarding worker output prints each trial's lines and, at shutdown, the tracebacks of
+    # actors Ray ends with SIGTERM; only on request.
+    ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=verbose)
 
 
 VALIDATE_TOP = 3
@@ -270,7 +290,7 @@ def _tune(args: argparse.Namespace) -> int:
     points = starting_points(desc, space)
     args.out.mkdir(parents=True, exist_ok=True)
     _write_run_settings(args)
-    ray.init(address=args.address, num_cpus=args.num_cpus, include_dashboard=False)
+    _ray_init(args.address, args.num_cpus, args.verbose)
     try:
         placement = _placement(desc.kind, args.trials_per_gpu)
         searcher = CompileIQSearcher(
@@ -612,6 +632,7 @@ def _resume_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", type=Path, help="output folder of an interrupted `tune`")
     parser.add_argument("--address", help="Ray cluster address (default: as the run had it)")
     parser.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: as before)")
+    _add_verbose(parser)
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -644,7 +665,7 @@ def _resume(args: argparse.Namespace) -> int:
     config = _validation_config(
         settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"])
     )
-    ray.init(address=address, num_cpus=num_cpus, include_dashboard=False)
+    _ray_init(address, num_cpus, args.verbose)
     try:
         # A run.json from before trials could share a GPU has no trials_per_gpu: one per GPU.
         placement = _placement(desc.kind, settings.get("trials_per_gpu", 1))

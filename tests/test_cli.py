@@ -101,6 +101,36 @@ def test_every_subcommand_help_has_a_description_and_an_example(
     assert f"\n  ciq-tune {name} " in text, f"`ciq-tune {name} --help` shows no example"
 
 
+@needs_ptxas
+@pytest.mark.parametrize(("argv", "forwarded"), [([], False), (["--verbose"], True)])
+def test_tune_keeps_trial_output_off_the_console_unless_verbose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], forwarded: bool
+) -> None:
+    import ray
+
+    from ciq_tune.errors import CiqTuneError
+
+    seen: dict[str, Any] = {}
+
+    def fake_init(**kwargs: Any) -> None:
+        seen.update(kwargs)
+        raise CiqTuneError("stopped before the search")
+
+    monkeypatch.setattr(ray, "init", fake_init)
+    assert main(["tune", str(EXAMPLE), "--out", str(tmp_path), *argv]) == 2
+    assert seen["log_to_driver"] is forwarded
+
+
+@pytest.mark.parametrize("name", ["tune", "resume"])
+def test_tune_and_resume_say_where_quiet_trial_output_goes(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([name, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--verbose" in text and "/tmp/ray/session_latest/logs/worker-*.out" in text
+
+
 def test_tune_rejects_too_few_validation_repetitions(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tune", str(EXAMPLE), "--validate-repetitions", "2"]) == 2
     assert "`--validate-repetitions`=2" in capsys.readouterr().err
