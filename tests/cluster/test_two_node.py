@@ -129,6 +129,16 @@ def _start_node(role: str, args: list[str], env: dict[str, str], root: Path) -> 
     return Node(role, temp_dir, process, log)
 
 
+def _client_server_port() -> list[str]:
+    """A free port for the Ray Client server where ray[client] is installed (Ray would take
+    10001, which another cluster may hold); none without it, as `ray start` then refuses one."""
+    from ray._private.utils import get_ray_client_dependency_error
+
+    if get_ray_client_dependency_error() is not None:
+        return []
+    return [f"--ray-client-server-port={_free_port()}"]
+
+
 def _wait_for_port(port: int, node: Node, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -166,7 +176,7 @@ def cluster() -> Iterator[Cluster]:
                 '{"node_head": 1}',
                 "--include-dashboard=false",
                 f"--dashboard-port={_free_port()}",
-                f"--ray-client-server-port={_free_port()}",
+                *_client_server_port(),
             ],
             env,
             root,
