@@ -275,7 +275,7 @@ def _tune(args: argparse.Namespace) -> int:
     from objectives import make_search_space
     from objectives import make_trainable
     from objectives import starting_points
-    from searchers.compileiq_searcher import CompileIQSearcher
+    from searchers.kernel_search import kernel_tuner
     from searchers.tracking import tracking_callbacks
 
     if args.budget < 1:
@@ -293,24 +293,15 @@ def _tune(args: argparse.Namespace) -> int:
     _ray_init(args.address, args.num_cpus, args.verbose)
     try:
         placement = _placement(desc.kind, args.trials_per_gpu)
-        searcher = CompileIQSearcher(
+        tuner, searcher = kernel_tuner(
+            make_trainable(desc),
+            placement,
             space=space,
             metric=desc.metric,
             mode=desc.mode,
             max_evaluations=args.budget,
             seed=args.seed,
             points_to_evaluate=points,
-            engine_config={"steady_state": True} if placement.steady_state else None,
-        )
-        tuner = tune.Tuner(
-            tune.with_resources(make_trainable(desc), placement.resources),
-            # Reused actors keep the isolated benchmark worker warm (~4.5 s to start on an H100).
-            tune_config=tune.TuneConfig(
-                search_alg=searcher,
-                num_samples=-1,
-                reuse_actors=True,
-                max_concurrent_trials=placement.max_concurrent_trials,
-            ),
             run_config=tune.RunConfig(
                 name=desc.name,
                 storage_path=str(args.out.resolve() / "ray"),
@@ -475,17 +466,9 @@ def _write_run_settings(args: argparse.Namespace) -> None:
 
 def _placement(kind: str, trials_per_gpu: int) -> Placement:
     """Trial resources on the Ray cluster that `ray.init` connected to, printed."""
-    import ray
+    from searchers.kernel_search import placement_on_cluster
 
-    from searchers.placement import plan_placement
-
-    cluster = ray.cluster_resources()
-    placement = plan_placement(
-        kind,
-        cluster_gpus=cluster.get("GPU", 0),
-        cluster_cpus=cluster.get("CPU", 1),
-        trials_per_gpu=trials_per_gpu,
-    )
+    placement = placement_on_cluster(kind, trials_per_gpu)
     print(f"placement: {placement.note}", flush=True)
     return placement
 

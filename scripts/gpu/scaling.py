@@ -70,8 +70,8 @@ def run_once(
     from objectives import make_search_space
     from objectives import make_trainable
     from objectives import starting_points
-    from searchers.compileiq_searcher import CompileIQSearcher
-    from searchers.placement import plan_placement
+    from searchers.kernel_search import kernel_tuner
+    from searchers.kernel_search import placement_on_cluster
     from searchers.placement import search_throughput
 
     desc = load_description(description)
@@ -90,14 +90,11 @@ def run_once(
                 f"Ray sees {gpus:g} GPU(s) but this run needs {slots}; CUDA_VISIBLE_DEVICES="
                 f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
             )
-        placement = plan_placement(
-            desc.kind,
-            cluster_gpus=gpus,
-            cluster_cpus=ray.cluster_resources()["CPU"],
-            trials_per_gpu=trials_per_gpu,
-        )
+        placement = placement_on_cluster(desc.kind, trials_per_gpu)
         concurrency = placement.max_concurrent_trials
-        searcher = CompileIQSearcher(
+        tuner, _ = kernel_tuner(
+            make_trainable(desc),
+            placement,
             space=space,
             metric=desc.metric,
             mode=desc.mode,
@@ -106,22 +103,12 @@ def run_once(
             time_budget_s=max_search_s,
             seed=seed,
             points_to_evaluate=starting_points(desc, space),
-            engine_config={"steady_state": True},
-        )
-        started = time.perf_counter()
-        grid = tune.Tuner(
-            tune.with_resources(make_trainable(desc), placement.resources),
-            tune_config=tune.TuneConfig(
-                search_alg=searcher,
-                num_samples=-1,
-                reuse_actors=True,
-                # Without it Tune keeps one trial pending for a custom searcher: one at a time.
-                max_concurrent_trials=concurrency,
-            ),
             run_config=tune.RunConfig(
                 name=f"scaling_{slots}", storage_path=str(storage), verbose=0
             ),
-        ).fit()
+        )
+        started = time.perf_counter()
+        grid = tuner.fit()
         wall_s = time.perf_counter() - started
     finally:
         ray.shutdown()

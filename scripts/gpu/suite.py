@@ -256,9 +256,9 @@ def run_search(desc: Any, args: argparse.Namespace, work: Path) -> dict[str, Any
     from objectives import make_trainable
     from objectives import starting_points
     from objectives._gpu import UtilizationSampler
-    from searchers.compileiq_searcher import CompileIQSearcher
+    from searchers.kernel_search import kernel_tuner
+    from searchers.kernel_search import placement_on_cluster
     from searchers.placement import format_throughput
-    from searchers.placement import plan_placement
     from searchers.placement import search_throughput
 
     fresh_triton_cache(work, "search")
@@ -266,15 +266,11 @@ def run_search(desc: Any, args: argparse.Namespace, work: Path) -> dict[str, Any
     points = starting_points(desc, space)
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
     try:
-        cluster = ray.cluster_resources()
-        placement = plan_placement(
-            desc.kind,
-            cluster_gpus=cluster.get("GPU", 0),
-            cluster_cpus=cluster.get("CPU", 1),
-            trials_per_gpu=args.trials_per_gpu,
-        )
+        placement = placement_on_cluster(desc.kind, args.trials_per_gpu)
         log(f"placement: {placement.note}")
-        searcher = CompileIQSearcher(
+        tuner, _ = kernel_tuner(
+            make_trainable(desc),
+            placement,
             space=space,
             metric=desc.metric,
             mode=desc.mode,
@@ -282,25 +278,15 @@ def run_search(desc: Any, args: argparse.Namespace, work: Path) -> dict[str, Any
             time_budget_s=args.search_budget_s,
             seed=args.seed,
             points_to_evaluate=points,
-            engine_config={"steady_state": True} if placement.steady_state else None,
+            run_config=tune.RunConfig(
+                name=f"suite-{args.kernel}-{int(time.time())}",
+                storage_path=str(work / "ray"),
+                verbose=0,
+            ),
         )
-        trainable = tune.with_resources(make_trainable(desc), placement.resources)
         with UtilizationSampler() as nvml:
             t0 = time.perf_counter()
-            grid = tune.Tuner(
-                trainable,
-                tune_config=tune.TuneConfig(
-                    search_alg=searcher,
-                    num_samples=-1,
-                    reuse_actors=True,
-                    max_concurrent_trials=placement.max_concurrent_trials,
-                ),
-                run_config=tune.RunConfig(
-                    name=f"suite-{args.kernel}-{int(time.time())}",
-                    storage_path=str(work / "ray"),
-                    verbose=0,
-                ),
-            ).fit()
+            grid = tuner.fit()
             wall = time.perf_counter() - t0
     finally:
         ray.shutdown()
