@@ -91,6 +91,10 @@ def _apply_args(parser: argparse.ArgumentParser) -> None:
         default="text",
         help="text: one line per compiler, shell-quoted for reading; json: lists/objects",
     )
+    _add_vendor_controls(parser)
+
+
+def _add_vendor_controls(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--vendor-controls",
         type=Path,
@@ -143,14 +147,7 @@ def _check_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ignore-gpu", action="store_true", help="do not compare the GPU (compile-only CI)"
     )
-    parser.add_argument(
-        "--vendor-controls",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="allow the file to pass this vendor controls file to ptxas (repeatable)",
-    )
+    _add_vendor_controls(parser)
 
 
 def _check(args: argparse.Namespace) -> int:
