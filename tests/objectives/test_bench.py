@@ -11,9 +11,9 @@ import torch
 from objectives._bench import compare
 from objectives._bench import poison_
 from objectives._bench import random_tensor
-from objectives._bench import summarize
-from objectives._bench import time_cuda
-from objectives._bench import time_host
+from objectives.protocol import summarize
+from objectives.protocol import time_cuda
+from objectives.protocol import time_host
 
 
 def test_summarize_median_iqr_cv():

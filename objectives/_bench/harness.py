@@ -1,0 +1,109 @@
+"""One trial's check and timing: fresh inputs checked against the reference, then one round of
+the measurement protocol (`objectives.protocol`) on the timing input sets."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from typing import Any
+
+from objectives._bench.checking import compare
+from objectives._bench.inputs import make_inputs
+from objectives._bench.inputs import reference_outputs
+from objectives._bench.inputs import timing_sets
+from objectives._nvml import measure_energy
+from objectives.protocol import measure_round
+
+if TYPE_CHECKING:
+    import torch
+
+    from objectives.description import KernelDescription
+
+
+def check_and_time(
+    desc: KernelDescription,
+    launch: Callable[[Mapping[str, torch.Tensor]], object],
+    *,
+    seed: int,
+    device: str,
+    energy: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Check a compiled kernel on fresh random inputs, then time it on rotating input sets.
+
+    On a GPU everything here runs while this process holds the GPU alone
+    (`objectives._gpu.exclusive_gpu`), so trials that share a GPU compile concurrently but
+    never run a kernel during another trial's check or timing.
+
+    Args:
+        desc: The kernel description (inputs, outputs, reference, tolerance).
+        launch: Launches the kernel on a dict of named tensors (asynchronously on a GPU).
+        seed: Seed of the checked inputs (a new one per candidate: never the same data twice).
+        device: ``"cuda"`` to time with CUDA events; ``"cpu"`` (interpreter) for the host clock.
+        energy: Also measure energy per call and power through NVML (GPU only).
+        progress: The isolated worker's ``progress``, told while waiting for the GPU so that
+            a queue of benchmarks does not count against the run timeout.
+
+    Returns:
+        A result dict: ``status`` (``ok`` or ``wrong_result``), ``time_ms`` (median; NaN when
+        wrong), the timing statistics, ``max_abs_err``, ``rel_err`` and, when wrong, ``error``;
+        on a GPU also ``gpu_s`` (seconds holding the GPU: check, timing and energy) and
+        ``gpu_wait_s`` (seconds waiting for other trials to release it).
+    """
+    if device != "cuda":
+        return _check_and_time(desc, launch, seed=seed, device=device, energy=False)
+    import torch
+
+    from objectives._gpu import exclusive_gpu
+
+    with exclusive_gpu(torch.cuda.current_device(), heartbeat=progress) as lease:
+        result = _check_and_time(desc, launch, seed=seed, device=device, energy=energy)
+    return {**result, "gpu_s": lease.held_s, "gpu_wait_s": lease.wait_s}
+
+
+def _check_and_time(
+    desc: KernelDescription,
+    launch: Callable[[Mapping[str, torch.Tensor]], object],
+    *,
+    seed: int,
+    device: str,
+    energy: bool,
+) -> dict[str, Any]:
+    import torch
+
+    tensors = make_inputs(desc, seed=seed, device=device)
+    expected = reference_outputs(desc, tensors)
+    launch(tensors)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    checks = [
+        compare(tensors[name], ref, rtol=desc.tolerance.rtol, atol=desc.tolerance.atol)
+        for name, ref in zip(desc.outputs, expected, strict=True)
+    ]
+    errors = {
+        "max_abs_err": max(c.max_abs_err for c in checks),
+        "rel_err": max(c.rel_err for c in checks),
+    }
+    failed = [(name, c) for name, c in zip(desc.outputs, checks, strict=True) if not c.ok]
+    if failed:
+        name, res = failed[0]
+        return {
+            "status": "wrong_result",
+            "time_ms": math.nan,
+            "error": f"output {name!r}: {res.message}",
+            **errors,
+        }
+    del tensors, expected
+    sets = timing_sets(desc, device=device)
+
+    def run(i: int) -> None:
+        launch(sets[i])
+
+    stats = measure_round(run, len(sets), device=device)
+    out: dict[str, Any] = {"status": "ok", "time_ms": stats.median_ms, **stats.as_metrics()}
+    out.update(errors, n_rotate=len(sets))
+    if energy and device == "cuda":
+        out.update(measure_energy(run, n_rotate=len(sets)))
+    return out

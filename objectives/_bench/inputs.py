@@ -1,0 +1,196 @@
+"""Benchmark inputs: random tensors that are never zeros, poisoned outputs, reference outputs
+and the input sets every candidate is timed on."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from objectives.protocol import DEFAULT_PROTOCOL
+from objectives.protocol import MeasurementProtocol
+
+if TYPE_CHECKING:
+    import torch
+
+    from objectives.description import KernelDescription
+
+INIT_KINDS = ("randn", "rand", "randint", "ones")
+# Seed of the timing input sets: every candidate is timed on the same data (a kernel's power
+# draw, hence its clock, depends on the bit patterns), while each check draws fresh inputs.
+TIMING_SEED = 20_240_601
+
+
+def random_tensor(
+    shape: Sequence[int],
+    dtype: torch.dtype,
+    init: str,
+    *,
+    generator: torch.Generator,
+    device: str,
+) -> torch.Tensor:
+    """Draw a fresh random tensor (never zeros, which hide unwritten outputs and run faster).
+
+    Args:
+        shape: Tensor shape.
+        dtype: Element type.
+        init: ``"randn"`` (standard normal), ``"rand"`` (uniform on [-1, 1)), ``"randint"``
+            (integers in [-8, 8), bools for ``torch.bool``; also what integer types get for
+            ``"randn"`` and ``"rand"``) or ``"ones"`` (for masks).
+        generator: Random generator; the tensor is drawn on its device (a CUDA generator
+            draws a 4096² matrix in microseconds, a CPU one in tens of milliseconds) and then
+            moved to `device`. The same seed gives the same data on the same kind of device.
+        device: Target device (``"cuda"``, ``"cpu"``).
+
+    Returns:
+        The tensor on `device`.
+
+    Raises:
+        ValueError: If `init` is not one of `INIT_KINDS`.
+    """
+    import torch
+
+    shape = tuple(int(s) for s in shape)
+    if init not in INIT_KINDS:
+        raise ValueError(f"`init` must be one of {INIT_KINDS}, got init={init!r}")
+    # Truncating normal draws to integers would give mostly zeros: integers always use randint.
+    if init in ("randn", "rand") and not dtype.is_floating_point:
+        init = "randint"
+    where = generator.device
+    if init == "randn":
+        t = torch.randn(shape, generator=generator, dtype=torch.float32, device=where)
+    elif init == "rand":
+        t = torch.rand(shape, generator=generator, dtype=torch.float32, device=where) * 2 - 1
+    elif init == "randint":
+        if dtype == torch.bool:
+            t = torch.randint(0, 2, shape, generator=generator, dtype=torch.int64, device=where)
+        else:
+            t = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int64, device=where)
+            if not dtype.is_signed:
+                t = t.abs()
+    else:
+        t = torch.ones(shape, dtype=torch.float32, device=where)
+    return t.to(dtype=dtype).to(device)
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill `t` in place with a value a correct kernel never leaves behind.
+
+    NaN for floating types; for integers, the type's maximum (inputs come from
+    `random_tensor`, whose integers are small). Returns `t`.
+    """
+    import torch
+
+    if t.dtype.is_floating_point:
+        t.fill_(math.nan)
+    elif t.dtype == torch.bool:
+        # bool has no sentinel; True marks every element that the kernel must overwrite.
+        t.fill_(True)
+    else:
+        t.fill_(torch.iinfo(t.dtype).max)
+    return t
+
+
+def _dtype(name: str) -> torch.dtype:
+    import torch
+
+    dtype: torch.dtype = getattr(torch, name)
+    return dtype
+
+
+def make_inputs(desc: KernelDescription, *, seed: int, device: str) -> dict[str, torch.Tensor]:
+    """A fresh random set of every input of `desc` (outputs included, then poisoned), drawn on
+    `device`."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    tensors = {
+        spec.name: random_tensor(
+            desc.shape_of(spec), _dtype(spec.dtype), spec.init, generator=gen, device=device
+        )
+        for spec in desc.inputs
+    }
+    for name in desc.outputs:
+        poison_(tensors[name])
+    return tensors
+
+
+def reference_outputs(
+    desc: KernelDescription, tensors: Mapping[str, torch.Tensor]
+) -> list[torch.Tensor]:
+    """Evaluate the description's reference on the non-output inputs, one tensor per output.
+
+    A ``"module:function"`` reference (the module is looked up next to the kernel source) is
+    called with the non-output inputs as keyword arguments; any other text is a Python
+    expression over those inputs, the `sizes`, ``torch`` and ``math``.
+
+    Raises:
+        ValueError: If the description has no reference or it gives the wrong number of tensors.
+    """
+    import torch
+
+    if desc.reference is None:
+        raise ValueError(f"kernel {desc.name!r} has no `reference`; it cannot be checked")
+    args = {k: v for k, v in tensors.items() if k not in desc.outputs}
+    if desc.reference_is_callable:
+        module, _, name = desc.reference.partition(":")
+        source_dir = str(desc.source.parent)
+        if source_dir not in sys.path:
+            sys.path.insert(0, source_dir)
+        value = getattr(importlib.import_module(module), name)(**args)
+    else:
+        scope = {"torch": torch, "math": math, **desc.sizes, **args}
+        value = eval(desc.reference, {"__builtins__": {}}, scope)
+    values = list(value) if isinstance(value, (tuple, list)) else [value]
+    if len(values) != len(desc.outputs):
+        raise ValueError(
+            f"`reference` {desc.reference!r} gave {len(values)} tensors for outputs {desc.outputs}"
+        )
+    return values
+
+
+class _TimingSetCache:
+    """The timing input sets of the last description this process timed (one entry: a new
+    description frees the previous one's sets before drawing its own)."""
+
+    def __init__(self) -> None:
+        self._key: str | None = None
+        self._sets: list[dict[str, torch.Tensor]] = []
+
+    def get(
+        self, desc: KernelDescription, device: str, protocol: MeasurementProtocol
+    ) -> list[dict[str, torch.Tensor]]:
+        shapes = [(s.name, desc.shape_of(s), s.dtype, s.init) for s in desc.inputs]
+        key = json.dumps([desc.name, device, shapes, protocol.rotate_bytes, protocol.max_rotate])
+        if key != self._key:
+            self._key, self._sets = None, []
+            set_bytes = sum(
+                math.prod(desc.shape_of(s)) * _dtype(s.dtype).itemsize for s in desc.inputs
+            )
+            n_rotate = protocol.n_rotate(set_bytes)
+            self._sets = [
+                make_inputs(desc, seed=TIMING_SEED + i, device=device) for i in range(n_rotate)
+            ]
+            self._key = key
+        return self._sets
+
+
+_TIMING_SETS = _TimingSetCache()
+
+
+def timing_sets(
+    desc: KernelDescription, *, device: str, protocol: MeasurementProtocol = DEFAULT_PROTOCOL
+) -> list[dict[str, torch.Tensor]]:
+    """The input sets every candidate of `desc` is timed on, drawn once per process.
+
+    Enough sets to rotate through `protocol.rotate_bytes` (at most `protocol.max_rotate`), so
+    that a kernel does not find its inputs in L2 from the previous repetition. Drawn once, they
+    cost nothing per candidate (drawn per candidate on the CPU, a 4096³ matmul's nine tensors
+    took 1–3 s, most of an evaluation), and every candidate, in the search and in every
+    re-measurement, is timed on the same data (seeds from `TIMING_SEED`).
+    """
+    return _TIMING_SETS.get(desc, device, protocol)

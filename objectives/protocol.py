@@ -1,0 +1,243 @@
+"""The measurement protocol: how one round of a kernel's timing is taken, in the search and in
+every re-measurement.
+
+A *round* is one call of `measure_round`: `warmup_ms` of untimed launches, then `rep_ms` of
+timed launches through `triton.testing.do_bench` (CUDA events, the L2 cache cleared before
+every launch), each launch reading the next of the `timing_sets` input sets (rotating inputs
+so that no launch finds its inputs in L2 from the previous one). The round's value is the
+median of its launches; the GPU's SM clock and temperature read right after it are recorded
+with it. A trial of the search is one round (`objectives._bench.check_and_time`); a
+re-measurement is many rounds, interleaved between the configurations compared
+(`objectives.remeasure`); so a configuration's in-search value and its re-measured value are
+draws of the same quantity.
+
+Public API (small on purpose; other measurements build on it):
+
+- `MeasurementProtocol` / `DEFAULT_PROTOCOL`: the settings of a round.
+- `measure_round(run, n_rotate, device=..., protocol=...) -> TimingStats`: one round.
+- `TimingStats`: a round's statistics (median, spread, clock, temperature).
+- `summarize(times_ms, timer=...)`: statistics of repetitions already taken.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import asdict
+from dataclasses import dataclass
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from objectives._nvml import gpu_conditions
+
+
+@dataclass(frozen=True)
+class MeasurementProtocol:
+    """How one round of timing is taken.
+
+    Attributes:
+        warmup_ms: untimed launches before the timed ones, milliseconds (first launches pay
+            for JIT caches, clock ramp-up).
+        rep_ms: total duration of the timed launches, milliseconds. 40 ms is ~130 launches of
+            a 0.2 ms kernel (with the L2 flush before each): the median's standard error is
+            then ~0.2 % at a 2 % CV.
+        host_reps: timed repetitions on the CPU path (Triton's interpreter, host clock).
+        rotate_bytes: bytes of input sets to rotate through (about twice an H100's or H200's
+            50 MB L2).
+        max_rotate: at most this many input sets.
+    """
+
+    warmup_ms: float = 10.0
+    rep_ms: float = 40.0
+    host_reps: int = 3
+    rotate_bytes: int = 100 * 2**20
+    max_rotate: int = 8
+
+    def __post_init__(self) -> None:
+        if not (self.warmup_ms >= 0 and self.rep_ms > 0):
+            raise ValueError(
+                f"`warmup_ms` must be >= 0 and `rep_ms` > 0, got warmup_ms={self.warmup_ms}, "
+                f"rep_ms={self.rep_ms}"
+            )
+        if self.host_reps < 1 or self.max_rotate < 1 or self.rotate_bytes < 0:
+            raise ValueError(
+                f"`host_reps` and `max_rotate` must be >= 1 and `rotate_bytes` >= 0, got "
+                f"host_reps={self.host_reps}, max_rotate={self.max_rotate}, "
+                f"rotate_bytes={self.rotate_bytes}"
+            )
+
+    def n_rotate(self, set_bytes: int) -> int:
+        """How many input sets of `set_bytes` bytes each a round rotates through."""
+        return max(1, min(self.max_rotate, math.ceil(self.rotate_bytes / max(set_bytes, 1))))
+
+
+DEFAULT_PROTOCOL = MeasurementProtocol()
+"""The protocol of the search's trials and of every re-measurement."""
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Summary of one round of timings of one configuration, in milliseconds.
+
+    Attributes:
+        median_ms: Median time; the round's value (robust to outliers).
+        mean_ms: Arithmetic mean.
+        min_ms: Fastest repetition.
+        max_ms: Slowest repetition.
+        iqr_ms: Interquartile range (75th minus 25th percentile).
+        cv: Coefficient of variation (standard deviation over mean, dimensionless).
+        n: Number of timed repetitions.
+        timer: ``"cuda_events"`` for device timing, ``"host"`` for a wall clock (CPU only).
+        sm_clock_mhz: The GPU's SM clock right after the round (None off a GPU or without NVML).
+        temperature_c: The GPU's temperature right after the round, °C (likewise).
+    """
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float
+    cv: float
+    n: int
+    timer: str
+    sm_clock_mhz: float | None = None
+    temperature_c: float | None = None
+
+    def as_metrics(self) -> dict[str, Any]:
+        """Return the statistics as a flat dict for a Ray Tune result."""
+        return asdict(self)
+
+
+def summarize(times_ms: Sequence[float], *, timer: str) -> TimingStats:
+    """Summarise per-repetition timings.
+
+    Args:
+        times_ms: One time per repetition, in milliseconds.
+        timer: Name of the clock that produced them (stored in the result).
+
+    Returns:
+        The median, spread and extremes of `times_ms`.
+
+    Raises:
+        ValueError: If `times_ms` is empty or holds a non-finite value.
+    """
+    arr = np.asarray(times_ms, dtype=np.float64)
+    if arr.size == 0:
+        raise ValueError("`times_ms` must hold at least one timing, got an empty sequence")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"`times_ms` must be finite, got {arr[~np.isfinite(arr)][:3].tolist()}")
+    q25, q50, q75 = np.percentile(arr, [25, 50, 75])
+    mean = float(arr.mean())
+    # ddof=1: sample standard deviation; a single repetition has no spread.
+    std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+    return TimingStats(
+        median_ms=float(q50),
+        mean_ms=mean,
+        min_ms=float(arr.min()),
+        max_ms=float(arr.max()),
+        iqr_ms=float(q75 - q25),
+        cv=std / mean if mean > 0 else math.inf,
+        n=int(arr.size),
+        timer=timer,
+    )
+
+
+class _Rotator:
+    """Calls ``fn(i)`` with i cycling over ``range(n)`` so that each repetition reads new inputs."""
+
+    def __init__(self, fn: Callable[[int], object], n: int) -> None:
+        self._fn = fn
+        self._n = n
+        self._i = 0
+
+    def __call__(self) -> None:
+        self._fn(self._i)
+        self._i = (self._i + 1) % self._n
+
+
+def time_cuda(
+    fn: Callable[[int], object], *, n_rotate: int, warmup_ms: float, rep_ms: float
+) -> TimingStats:
+    """Time a GPU callable with CUDA events through `triton.testing.do_bench`.
+
+    `do_bench` warms up, then clears the L2 cache before every timed repetition; on top of that
+    `fn` receives the index of the input set to use, rotating over `n_rotate` sets.
+
+    Args:
+        fn: Launches the kernel on input set ``i`` (asynchronously; no synchronisation inside).
+        n_rotate: Number of input sets to rotate through (>= 1).
+        warmup_ms: Warm-up duration, milliseconds.
+        rep_ms: Total duration of the timed repetitions, milliseconds.
+
+    Returns:
+        Statistics over all timed repetitions.
+    """
+    from triton.testing import do_bench
+
+    if n_rotate < 1:
+        raise ValueError(f"`n_rotate` must be >= 1, got n_rotate={n_rotate}")
+    times = do_bench(_Rotator(fn, n_rotate), warmup=warmup_ms, rep=rep_ms, return_mode="all")
+    return summarize(times, timer="cuda_events")
+
+
+def time_host(fn: Callable[[int], object], *, n_rotate: int, reps: int) -> TimingStats:
+    """Time a synchronous callable with the host clock (the CPU / interpreter path).
+
+    Args:
+        fn: Runs the kernel to completion on input set ``i``.
+        n_rotate: Number of input sets to rotate through (>= 1).
+        reps: Number of timed repetitions after one warm-up call (>= 1).
+
+    Returns:
+        Statistics over the repetitions, timer ``"host"``.
+    """
+    if n_rotate < 1 or reps < 1:
+        raise ValueError(
+            f"`n_rotate` and `reps` must be >= 1, got n_rotate={n_rotate}, reps={reps}"
+        )
+    call = _Rotator(fn, n_rotate)
+    call()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return summarize(times, timer="host")
+
+
+def measure_round(
+    run: Callable[[int], object],
+    n_rotate: int,
+    *,
+    device: str,
+    protocol: MeasurementProtocol = DEFAULT_PROTOCOL,
+) -> TimingStats:
+    """One round of the protocol: time `run` over `n_rotate` input sets.
+
+    On a GPU the caller holds the GPU alone (`objectives._gpu.exclusive_gpu`), so no other
+    trial's kernel runs during the round.
+
+    Args:
+        run: Launches the kernel on input set ``i`` (asynchronously on a GPU; to completion on
+            the CPU).
+        n_rotate: Number of input sets (`objectives._bench.timing_sets`).
+        device: ``"cuda"``: CUDA events, L2 flush, clock and temperature recorded; anything
+            else: the host clock (Triton's interpreter).
+        protocol: The round's settings (`DEFAULT_PROTOCOL`).
+
+    Returns:
+        The round's statistics; ``median_ms`` is its value.
+    """
+    if device != "cuda":
+        return time_host(run, n_rotate=n_rotate, reps=protocol.host_reps)
+    stats = time_cuda(run, n_rotate=n_rotate, warmup_ms=protocol.warmup_ms, rep_ms=protocol.rep_ms)
+    conditions = gpu_conditions()
+    return replace(
+        stats,
+        sm_clock_mhz=conditions["sm_clock_mhz"],
+        temperature_c=conditions["temperature_c"],
+    )
