@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ciq_tune.cli import COMMANDS
-from ciq_tune.cli import _write_outputs
+from ciq_tune.cli.tune import write_outputs
 from ciq_tune.cli import main
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
@@ -164,7 +164,7 @@ def test_tune_writes_the_validated_winner_or_else_the_baseline(
         return (1.0 if config == baseline else 1.0 / speedup) * (1 + 0.025 * rng.normal())
 
     validation = validate_search(results, measure, baseline, k=1)
-    assert _write_outputs(tmp_path, desc, results, grid, points, validation) == 0
+    assert write_outputs(tmp_path, desc, results, grid, points, validation) == 0
     written = tmp_path / "spill.controls.yaml"
     data = yaml.safe_load(written.read_text())
     block = data["validation"]

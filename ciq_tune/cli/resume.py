@@ -1,0 +1,88 @@
+"""`ciq-tune resume`: finish an interrupted `tune` run and write its outputs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ciq_tune.cli._options import add_verbose
+from ciq_tune.cli._registry import Command
+from ciq_tune.cli._registry import register
+from ciq_tune.cli.tune import RUN_SETTINGS
+from ciq_tune.cli.tune import place_trials
+from ciq_tune.cli.tune import ray_init
+from ciq_tune.cli.tune import validate_best
+from ciq_tune.cli.tune import validation_config
+from ciq_tune.cli.tune import write_outputs
+from ciq_tune.errors import CiqTuneError
+
+if TYPE_CHECKING:
+    pass
+
+
+def _resume_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", type=Path, help="output folder of an interrupted `tune`")
+    parser.add_argument("--address", help="Ray cluster address (default: as the run had it)")
+    parser.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: as before)")
+    add_verbose(parser)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    import ray
+    from ray import tune
+
+    from ciq_tune.validation import VALIDATION_DEFAULTS
+    from objectives import load_description
+    from objectives import make_search_space
+    from objectives import make_trainable
+    from objectives import starting_points
+    from searchers.compileiq_searcher import CompileIQSearcher
+
+    settings_path = args.run_dir / RUN_SETTINGS
+    if not settings_path.is_file():
+        raise CiqTuneError(
+            f"`run_dir` {str(args.run_dir)!r} has no {RUN_SETTINGS}; give the --out folder of a "
+            "`ciq-tune tune` run"
+        )
+    settings = json.loads(settings_path.read_text())
+    desc = load_description(settings["description"])
+    experiment = args.run_dir.resolve() / "ray" / desc.name
+    if not tune.Tuner.can_restore(str(experiment)):
+        raise CiqTuneError(f"no Ray Tune experiment to restore in {str(experiment)!r}")
+    points = starting_points(desc, make_search_space(desc))
+    address = args.address or settings["address"]
+    num_cpus = args.num_cpus or settings["num_cpus"]
+    # A run.json written before validation existed has neither key: use the defaults.
+    validate_top = settings.get("validate_top")
+    config = validation_config(
+        settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"])
+    )
+    ray_init(address, num_cpus, args.verbose)
+    try:
+        # A run.json from before trials could share a GPU has no trials_per_gpu: one per GPU.
+        placement = place_trials(desc.kind, settings.get("trials_per_gpu", 1))
+        trainable = tune.with_resources(make_trainable(desc), placement.resources)
+        grid = tune.Tuner.restore(str(experiment), trainable).fit()
+        searcher = CompileIQSearcher()
+        searcher.restore_from_dir(str(experiment))
+        validation = validate_best(desc, searcher.results(), points[0], validate_top, config)
+    finally:
+        ray.shutdown()
+    return write_outputs(args.run_dir, desc, searcher.results(), grid, points, validation)
+
+
+register(
+    Command(
+        "resume",
+        "finish an interrupted `ciq-tune tune` run and write its outputs",
+        "Restore the Ray Tune experiment of RUN_DIR (the searcher's state included, so the\n"
+        "budget is kept and no configuration is evaluated twice), run it to the end, validate\n"
+        "the top K as the run was told to, and write the same outputs as `tune`: evaluations\n"
+        "table, controls file and validation.json.\n\n"
+        "  ciq-tune resume ciq-tune-out",
+        _resume_args,
+        _resume,
+    )
+)

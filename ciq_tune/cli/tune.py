@@ -1,0 +1,331 @@
+"""`ciq-tune tune`: search a kernel description and write the outputs folder (`resume` shares
+the Ray start, top-k validation and outputs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+
+from ciq_tune.cli._options import add_verbose
+from ciq_tune.cli._registry import Command
+from ciq_tune.cli._registry import register
+from ciq_tune.errors import CiqTuneError
+
+if TYPE_CHECKING:
+    from ciq_tune.validation import SearchValidation
+    from ciq_tune.validation import ValidationConfig
+    from searchers.placement import Placement
+
+
+def _tune_args(parser: argparse.ArgumentParser) -> None:
+    from ciq_tune.validation import VALIDATION_DEFAULTS
+
+    parser.add_argument("description", type=Path, help="kernel description file (YAML or JSON)")
+    parser.add_argument("--budget", type=int, default=50, help="evaluations (default 50)")
+    parser.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    parser.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: all)")
+    parser.add_argument(
+        "--trials-per-gpu",
+        type=int,
+        default=1,
+        metavar="N",
+        help="trials sharing each GPU: they compile at the same time and take turns to "
+        "benchmark (default 1: one trial per GPU)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("ciq-tune-out"), help="output folder (default %(default)s)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    parser.add_argument(
+        "--tracking",
+        choices=["mlflow", "log", "none"],
+        default="mlflow",
+        help="record trials in MLflow (an embedded sqlite store in OUT/mlflow.db; view it with "
+        "`mlflow ui --backend-store-uri sqlite:///OUT/mlflow.db`), as log lines, or not at all",
+    )
+    parser.add_argument(
+        "--validate-top",
+        type=int,
+        metavar="K",
+        help="after the search, re-measure the K best distinct configurations interleaved with "
+        f"the baseline and write the best KEPT one, or the baseline (default {VALIDATE_TOP}; "
+        "skipped for PTX compile statistics, which a recompile reproduces exactly; 0: off)",
+    )
+    parser.add_argument(
+        "--validate-repetitions",
+        type=int,
+        default=VALIDATION_DEFAULTS["repetitions"],
+        metavar="N",
+        help="timed repetitions of each side per candidate (default %(default)s)",
+    )
+    add_verbose(parser)
+
+
+def ray_init(address: str | None, num_cpus: int | None, verbose: bool) -> None:
+    """Start or join Ray for `tune`/`resume`."""
+    import ray
+
+    # Forwarding worker output prints each trial's lines and, at shutdown, the tracebacks of
+    # actors Ray ends with SIGTERM; only on request.
+    ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=verbose)
+
+
+VALIDATE_TOP = 3
+"""Candidates `tune` re-measures against the baseline at the end, unless told otherwise."""
+
+
+def _tune(args: argparse.Namespace) -> int:
+    import ray
+    from ray import tune
+
+    from ciq_tune.tracking import TrackingConfig
+    from objectives import load_description
+    from objectives import make_search_space
+    from objectives import make_trainable
+    from objectives import starting_points
+    from searchers.kernel_search import kernel_tuner
+    from searchers.tracking import tracking_callbacks
+
+    if args.budget < 1:
+        raise CiqTuneError(f"`--budget` must be a positive evaluation count, got {args.budget}")
+    if args.trials_per_gpu < 1:
+        raise CiqTuneError(
+            f"`--trials-per-gpu` must be a positive integer, got {args.trials_per_gpu}"
+        )
+    settings = validation_config(args.validate_repetitions)
+    desc = load_description(args.description)
+    space = make_search_space(desc)
+    points = starting_points(desc, space)
+    args.out.mkdir(parents=True, exist_ok=True)
+    _write_run_settings(args)
+    ray_init(args.address, args.num_cpus, args.verbose)
+    try:
+        placement = place_trials(desc.kind, args.trials_per_gpu)
+        tuner, searcher = kernel_tuner(
+            make_trainable(desc),
+            placement,
+            space=space,
+            metric=desc.metric,
+            mode=desc.mode,
+            max_evaluations=args.budget,
+            seed=args.seed,
+            points_to_evaluate=points,
+            run_config=tune.RunConfig(
+                name=desc.name,
+                storage_path=str(args.out.resolve() / "ray"),
+                verbose=0,
+                callbacks=tracking_callbacks(
+                    TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=desc.name
+                ),
+            ),
+        )
+        started = time.perf_counter()
+        grid = tuner.fit()
+        _print_throughput(grid, time.perf_counter() - started, placement)
+        validation = validate_best(desc, searcher.results(), points[0], args.validate_top, settings)
+    finally:
+        ray.shutdown()
+    return write_outputs(args.out, desc, searcher.results(), grid, points, validation)
+
+
+def validation_config(repetitions: int) -> ValidationConfig:
+    from pydantic import ValidationError
+
+    from ciq_tune.validation import ValidationConfig
+
+    try:
+        return ValidationConfig(repetitions=repetitions)
+    except ValidationError as exc:
+        raise CiqTuneError(
+            f"`--validate-repetitions`={repetitions}: {exc.errors()[0]['msg']}"
+        ) from exc
+
+
+def validate_best(
+    desc: Any, results: Any, baseline: Any, top_k: int | None, settings: ValidationConfig
+) -> SearchValidation:
+    """Re-measure the search's top-k against the baseline in a Ray task (while Ray is up), or
+    say why not."""
+    import ray
+
+    from ciq_tune.validation import SearchValidation
+    from ciq_tune.validation import validate_search
+    from objectives import make_measure
+    from objectives import measurement_is_exact
+
+    k = VALIDATE_TOP if top_k is None else top_k
+    skip = None
+    if measurement_is_exact(desc):
+        skip = (
+            f"{desc.metric} is a compile statistic that a fresh ptxas run reproduces exactly "
+            "(same PTX, options and ptxas version, all recorded here): no noise to test"
+        )
+    elif k < 1:
+        skip = f"switched off (--validate-top {k})"
+    elif not any(r.ok and r.config == baseline for r in results.records):
+        skip = "the baseline did not run successfully, so there is nothing to compare with"
+    if skip is not None:
+        return SearchValidation(outcome="skipped", reason=skip, top_k=k, baseline_config=baseline)
+    # A timed kind needs a GPU: on a cluster with GPUs the task asks for one, so it lands on a
+    # GPU node and (the search being over) has that GPU to itself.
+    gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    print(
+        f"validating the top {k} against the baseline: {settings.warmup} warm-up and "
+        f"{settings.repetitions} timed interleaved repetitions each …",
+        flush=True,
+    )
+    measure = make_measure(desc)
+
+    def validate_top() -> SearchValidation:
+        return validate_search(results, measure, baseline, k=k, config=settings)
+
+    validation: SearchValidation = ray.get(
+        ray.remote(num_cpus=1, num_gpus=gpus)(validate_top).remote()
+    )
+    return validation
+
+
+def write_outputs(
+    out: Path,
+    desc: Any,
+    results: Any,
+    grid: Any,
+    points: Sequence[Any],
+    validation: SearchValidation,
+) -> int:
+    """The outputs of `tune` (and `resume`): evaluations table, controls file of the validated
+    winner (the search's best when validation was skipped), validation.json, summary."""
+    from ciq_tune.controls import controls_file as cf
+    from ciq_tune.controls.controls_file import installed_catalog
+
+    # Every evaluation, failures included, for `ciq-tune report` and for review.
+    results.to_parquet(out / "evaluations.parquet")
+    results.to_csv(out / "evaluations.csv")
+    rows = [(grid[i].config or {}, grid[i].metrics or {}) for i in range(len(grid))]
+    ok = [(c, m) for c, m in rows if m.get("status") == "ok" and _finite(m.get(desc.metric))]
+    if not ok:
+        raise CiqTuneError(f"no candidate of {len(rows)} compiled and ran; see {out}/ray")
+    sign = 1 if desc.mode == "min" else -1
+    best_config, best_metrics = min(ok, key=lambda cm: sign * cm[1][desc.metric])
+    best = best_metrics[desc.metric]
+    baseline = next((m[desc.metric] for c, m in ok if c == points[0]), None)
+    if validation.winner is not None:
+        best_config, best = validation.winner.config, validation.winner.search_values[desc.metric]
+    elif validation.outcome == "baseline" and baseline is not None:
+        best_config, best = points[0], baseline
+    improvement = None
+    if baseline:
+        improvement = round(100.0 * sign * (baseline - best) / abs(baseline), 3)
+    names = list(best_config.get("controls", {}))
+    catalogs = {n: installed_catalog(n, desc.arch) for n in names}
+    record = cf.build(
+        kernel=cf.KernelInfo(
+            name=desc.name,
+            kind=desc.kind,
+            source=_relative(desc.source, out),
+            source_sha256=desc.source_sha256(),
+            entry=desc.entry,
+            arch=desc.arch,
+        ),
+        catalogs=catalogs,
+        controls=best_config.get("controls", {}),
+        params=best_config.get("params", {}),
+        benchmark=cf.Benchmark(
+            metric=desc.metric,
+            mode=desc.mode,
+            sizes=desc.sizes,
+            shapes={i.name: list(desc.shape_of(i)) for i in desc.inputs},
+            dtypes={i.name: i.dtype for i in desc.inputs},
+        ),
+        scores=cf.Scores(baseline=baseline, best=best, improvement_pct=improvement),
+        gpu=cf.detect_gpu() if desc.kind != "ptx" else None,
+        validation=validation.to_dict(),
+    )
+    path = cf.write(out / f"{desc.name}.controls.yaml", record)
+    (out / VALIDATION_FILE).write_text(json.dumps(validation.to_dict(), indent=2) + "\n")
+    print(
+        f"{len(rows)} evaluations ({len(ok)} ok); {desc.metric}: baseline {baseline}, best "
+        f"{best_metrics[desc.metric]}\n{validation.summary()}\n"
+        f"wrote {path} ({desc.metric} {best} with {json.dumps(best_config)})"
+    )
+    return 0
+
+
+RUN_SETTINGS = "run.json"
+"""The file of a `tune` output folder that lets `resume` rebuild the search."""
+VALIDATION_FILE = "validation.json"
+"""The end-of-search validation of a `tune` output folder (`ciq-tune report` shows it)."""
+
+
+def _write_run_settings(args: argparse.Namespace) -> None:
+    settings = {
+        "description": str(args.description.resolve()),
+        "budget": args.budget,
+        "seed": args.seed,
+        "address": args.address,
+        "num_cpus": args.num_cpus,
+        "tracking": args.tracking,
+        "trials_per_gpu": args.trials_per_gpu,
+        "validate_top": args.validate_top,
+        "validate_repetitions": args.validate_repetitions,
+    }
+    (args.out / RUN_SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
+
+
+def place_trials(kind: str, trials_per_gpu: int) -> Placement:
+    """Trial resources on the Ray cluster that `ray.init` connected to, printed."""
+    from searchers.kernel_search import placement_on_cluster
+
+    placement = placement_on_cluster(kind, trials_per_gpu)
+    print(f"placement: {placement.note}", flush=True)
+    return placement
+
+
+def _print_throughput(grid: Any, wall_s: float, placement: Placement) -> None:
+    """Evaluations per second, GPU busy fraction and time per phase of the finished search."""
+    from searchers.placement import format_throughput
+    from searchers.placement import search_throughput
+
+    trials = [grid[i].metrics or {} for i in range(len(grid))]
+    summary = search_throughput(
+        trials,
+        wall_s=wall_s,
+        gpus=placement.gpus,
+        concurrency=placement.max_concurrent_trials,
+    )
+    print(format_throughput(summary), flush=True)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _relative(path: Path, start: Path) -> str:
+    """`path` relative to `start` when possible (the controls file stays movable with it)."""
+    return os.path.relpath(path.resolve(), start.resolve())
+
+
+register(
+    Command(
+        "tune",
+        "search kernel parameters and compiler controls; write the best controls file",
+        "Run a Ray Tune search with CompileIQSearcher over the description's parameters and\n"
+        "compiler controls. The compiler defaults and curated presets are evaluated first. At\n"
+        "the end the K best configurations are re-measured interleaved with the defaults (the\n"
+        "baseline; Welch's t, bootstrap CI, KEPT/REJECTED, see docs/validation.md); the best\n"
+        "KEPT one, or the baseline when none is kept, is written to OUT/<name>.controls.yaml\n"
+        "with the statistics. OUT also gets evaluations.parquet/.csv and validation.json.\n\n"
+        "  ciq-tune tune examples/kernels/ptx/spill.yaml --budget 40 --num-cpus 2\n"
+        "  ciq-tune tune examples/kernels/triton/matmul.yaml --budget 200 --validate-top 5\n"
+        "  ciq-tune tune kernel.yaml --address ray://head:10001 --out results/",
+        _tune_args,
+        _tune,
+    )
+)
