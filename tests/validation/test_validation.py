@@ -72,32 +72,67 @@ def test_slower_candidate_is_rejected_with_negative_effect() -> None:
     assert "worse" in result.reason
     assert result.speedup < 1
     assert result.cohens_d < 0
-    assert result.t_statistic < 0
 
 
-def test_statistics_match_scipy_and_definitions() -> None:
+def test_independent_samples_use_mann_whitney_and_the_ratio_of_medians() -> None:
     b = [1.00, 1.02, 0.98, 1.01, 0.99, 1.03]
     c = [0.95, 0.96, 0.94, 0.97, 0.95, 0.96]
     result = compare_samples(b, c)
-    welch = stats.ttest_ind(b, c, equal_var=False)
-    assert result.p_value == pytest.approx(welch.pvalue)
-    assert result.t_statistic == pytest.approx(welch.statistic)
+    assert result.test == "mann_whitney"
+    assert result.p_value == pytest.approx(stats.mannwhitneyu(b, c).pvalue)
     spread = np.sqrt((np.var(b, ddof=1) + np.var(c, ddof=1)) / 2)
     assert result.cohens_d == pytest.approx((np.mean(b) - np.mean(c)) / spread)
     assert result.speedup == pytest.approx(np.median(b) / np.median(c))
     assert result.measurement == "samples"
 
 
-def test_mean_statistic_and_max_mode() -> None:
+def test_interleaved_rounds_are_pairs_with_wilcoxon_on_log_ratios() -> None:
+    rng = np.random.default_rng(4)
+    drift = np.linspace(1.0, 1.2, 30)  # both sides slow down together over the rounds
+    b = 0.2 * drift * (1 + 0.005 * rng.normal(size=30))
+    c = 0.2 / 1.02 * drift * (1 + 0.005 * rng.normal(size=30))
+    paired = compare_samples(b, c, measurement="interleaved")
+    gains = np.log(b) - np.log(c)
+    assert paired.test == "wilcoxon"
+    assert paired.p_value == pytest.approx(stats.wilcoxon(gains).pvalue)
+    assert paired.cohens_d == pytest.approx(np.mean(gains) / np.std(gains, ddof=1))
+    assert paired.speedup == pytest.approx(np.median(b) / np.median(c))
+    assert paired.kept, paired.reason
+    # As independent samples the shared drift swamps the 2 % difference.
+    assert not compare_samples(b, c).kept
+    width = paired.speedup_ci_high - paired.speedup_ci_low
+    unpaired = compare_samples(b, c)
+    assert width < unpaired.speedup_ci_high - unpaired.speedup_ci_low
+
+
+def test_interleaved_samples_of_different_lengths_are_refused() -> None:
+    with pytest.raises(MeasurementError, match="pairs of rounds"):
+        compare_samples([1.0, 1.1, 1.2, 1.3], [1.0, 1.1, 1.2], measurement="interleaved")
+
+
+def test_identical_rounds_are_not_significant() -> None:
+    result = compare_samples([1.0, 1.1, 1.2], [1.0, 1.1, 1.2], measurement="interleaved")
+    assert result.p_value == 1.0 and result.cohens_d == 0.0 and not result.kept
+
+
+def test_bonferroni_correction_divides_alpha_and_widens_the_interval() -> None:
+    corrected = ValidationConfig().corrected(4)
+    assert corrected.alpha == pytest.approx(0.0125)
+    assert corrected.confidence == pytest.approx(1 - 0.05 / 4)
+    with pytest.raises(ValueError, match="comparisons=0"):
+        ValidationConfig().corrected(0)
+
+
+def test_max_mode_throughput() -> None:
     # Throughput: higher is better, so the candidate at 103 beats the baseline at 100.
     rng = np.random.default_rng(3)
     b = 100 * (1 + CV * rng.normal(size=30))
     c = 103 * (1 + CV * rng.normal(size=30))
-    result = compare_samples(b, c, config=ValidationConfig(statistic="mean", mode="max"))
-    assert result.speedup == pytest.approx(np.mean(c) / np.mean(b))
+    result = compare_samples(b, c, config=ValidationConfig(mode="max"))
+    assert result.speedup == pytest.approx(np.median(c) / np.median(b))
     assert result.kept
     assert result.cohens_d > 0
-    swapped = compare_samples(c, b, config=ValidationConfig(statistic="mean", mode="max"))
+    swapped = compare_samples(c, b, config=ValidationConfig(mode="max"))
     assert not swapped.kept
 
 
@@ -130,9 +165,10 @@ def test_interleaving_order_and_warmup() -> None:
         return run
 
     b, c = measure_interleaved(side("A"), side("B"), warmup=2, repetitions=3)
-    assert "".join(calls) == "AB" * 5
-    assert b == [5.0, 7.0, 9.0]  # the warm-up calls (1–4) are not kept
-    assert c == [6.0, 8.0, 10.0]
+    # warm-up AB AB, then timed rounds whose order flips: AB, BA, AB
+    assert "".join(calls) == "ABAB" + "AB" + "BA" + "AB"
+    assert b == [5.0, 8.0, 9.0]  # the warm-up calls (1–4) are not kept
+    assert c == [6.0, 7.0, 10.0]
 
 
 def test_interleaving_cancels_drift_that_fools_a_sequential_measurement() -> None:

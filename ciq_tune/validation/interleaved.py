@@ -1,0 +1,63 @@
+"""Interleaved re-measurement of two timers: rounds that alternate, then the paired statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ciq_tune.validation.settings import ValidationConfig
+from ciq_tune.validation.statistics import ValidationResult
+from ciq_tune.validation.statistics import compare_samples
+
+Timer = Callable[[], float]
+"""Runs one round and returns its value in milliseconds (or the metric's value)."""
+
+
+def measure_interleaved(
+    baseline: Timer, candidate: Timer, *, warmup: int, repetitions: int
+) -> tuple[list[float], list[float]]:
+    """Run baseline and candidate in alternating rounds: `warmup` untimed rounds, then
+    `repetitions` timed rounds. Alternating puts slow drift (clocks, temperature, other
+    tenants) on both sides equally instead of on whichever ran second, and the order within a
+    round flips every round (AB, BA, AB, …), so neither side always runs right after the other.
+
+    Returns:
+        The baseline's and the candidate's values, one per timed round (pairs).
+    """
+    for _ in range(warmup):
+        baseline()
+        candidate()
+    b: list[float] = []
+    c: list[float] = []
+    for r in range(repetitions):
+        if r % 2 == 0:
+            b.append(float(baseline()))
+            c.append(float(candidate()))
+        else:
+            c.append(float(candidate()))
+            b.append(float(baseline()))
+    return b, c
+
+
+def validate(
+    baseline: Timer, candidate: Timer, *, config: ValidationConfig | None = None
+) -> ValidationResult:
+    """Re-measure a baseline and a candidate interleaved and decide whether the candidate is
+    really better (paired statistics, `compare_samples`).
+
+    Args:
+        baseline: runs one round of the baseline and returns its time (ms).
+        candidate: runs one round of the candidate and returns its time (ms).
+        config: repetitions, warm-up and thresholds (default: `VALIDATION_DEFAULTS`).
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> result = validate(lambda: rng.normal(1.0, 0.025), lambda: rng.normal(0.97, 0.025))
+        >>> result.verdict
+        'KEPT'
+    """
+    config = config or ValidationConfig()
+    b, c = measure_interleaved(
+        baseline, candidate, warmup=config.warmup, repetitions=config.repetitions
+    )
+    return compare_samples(b, c, config=config, measurement="interleaved")

@@ -1,0 +1,79 @@
+"""How a re-measurement is taken and judged: `ValidationConfig` and its one source of defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+from typing import Literal
+
+from pydantic import BaseModel
+from pydantic import ConfigDict
+from pydantic import Field
+
+KEPT: Literal["KEPT"] = "KEPT"
+REJECTED: Literal["REJECTED"] = "REJECTED"
+
+VALIDATION_DEFAULTS: dict[str, Any] = {
+    # Untimed rounds of each side before measuring: first launches pay for JIT, caches, clocks.
+    "warmup": 5,
+    # Timed rounds per side. bench/validation_power.py on noise recorded on an H200
+    # (docs/validation.md): at 50 paired rounds a true 3 % speedup is kept and identical
+    # configurations are rejected well inside the 5 % error rates the project promises.
+    "repetitions": 50,
+    # The paired test's two-sided p-value must be below this (divided by the number of
+    # candidates compared: Bonferroni).
+    "alpha": 0.05,
+    # The lower end of the speedup's confidence interval must be above this (1.0: "faster").
+    "min_speedup": 1.0,
+    "confidence": 0.95,
+    "n_bootstrap": 5000,
+    "mode": "min",
+    "seed": 0,
+}
+"""One source of the defaults of `ValidationConfig` and the `validate` command line."""
+
+
+class ValidationConfig(BaseModel):
+    """How to re-measure and when to keep a candidate.
+
+    The statistic is always the ratio of medians (robust to the launch outliers GPU timings
+    have); see `ciq_tune.validation.statistics.compare_samples` for the tests.
+
+    Attributes:
+        warmup: untimed rounds of each side before measuring (interleaved too).
+        repetitions: timed rounds per side.
+        alpha: significance level of the two-sided test (Wilcoxon signed-rank on the per-round
+            log ratios for interleaved rounds, Mann-Whitney U for independent samples).
+        min_speedup: the bootstrap confidence interval's lower bound must exceed this.
+        confidence: confidence level of the bootstrap interval (two-sided).
+        n_bootstrap: bootstrap resamples.
+        mode: "min" when lower values are better (times), "max" when higher are (throughput).
+        seed: seed of the bootstrap's random generator.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    warmup: int = Field(default=VALIDATION_DEFAULTS["warmup"], ge=0)
+    repetitions: int = Field(default=VALIDATION_DEFAULTS["repetitions"], ge=5)
+    alpha: float = Field(default=VALIDATION_DEFAULTS["alpha"], gt=0, lt=1)
+    min_speedup: float = Field(default=VALIDATION_DEFAULTS["min_speedup"], gt=0)
+    confidence: float = Field(default=VALIDATION_DEFAULTS["confidence"], gt=0, lt=1)
+    n_bootstrap: int = Field(default=VALIDATION_DEFAULTS["n_bootstrap"], ge=100)
+    mode: Literal["min", "max"] = VALIDATION_DEFAULTS["mode"]
+    seed: int = VALIDATION_DEFAULTS["seed"]
+
+    def corrected(self, comparisons: int) -> ValidationConfig:
+        """These settings for one of `comparisons` tests (Bonferroni): alpha / m and a
+        (1 - (1 - confidence) / m) interval, so the chance that any noise-only candidate
+        passes stays below alpha.
+
+        Raises:
+            ValueError: `comparisons` < 1.
+        """
+        if comparisons < 1:
+            raise ValueError(f"`comparisons` must be >= 1, got comparisons={comparisons}")
+        return self.model_copy(
+            update={
+                "alpha": self.alpha / comparisons,
+                "confidence": 1 - (1 - self.confidence) / comparisons,
+            }
+        )
