@@ -3,34 +3,102 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import json
+from pathlib import Path
 
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
 
-if TYPE_CHECKING:
-    pass
+
+def _validate_args(parser: argparse.ArgumentParser) -> None:
+    from ciq_tune.validation import VALIDATION_DEFAULTS
+
+    parser.add_argument("baseline", type=Path, help="baseline timings (JSON list or text)")
+    parser.add_argument("candidate", type=Path, help="candidate timings, same unit")
+    d = VALIDATION_DEFAULTS
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=d["alpha"],
+        help="the rank test's two-sided p must be below this (default %(default)s)",
+    )
+    parser.add_argument(
+        "--min-speedup",
+        type=float,
+        default=d["min_speedup"],
+        help="the CI's lower bound must exceed this (default %(default)s)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=d["confidence"],
+        help="level of the bootstrap CI (default %(default)s)",
+    )
+    parser.add_argument(
+        "--bootstrap", type=int, default=d["n_bootstrap"], help="resamples (default %(default)s)"
+    )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="the files hold interleaved rounds, value i of each from the same round: paired "
+        "bootstrap and Wilcoxon signed-rank test (default: independent samples, Mann-Whitney U)",
+    )
+    parser.add_argument(
+        "--mode", choices=["min", "max"], default=d["mode"], help="min: lower is better (times)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=d["seed"], help="bootstrap seed (default %(default)s)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    parser.add_argument(
+        "--controls",
+        type=Path,
+        metavar="FILE",
+        help="store the statistics in this controls file's `validation` field",
+    )
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from ciq_tune.validation import validate_main
+    """Exit status 0 when KEPT, 1 when REJECTED."""
+    from ciq_tune.validation import ValidationConfig
+    from ciq_tune.validation import compare_samples
+    from ciq_tune.validation import format_result
+    from ciq_tune.validation import load_timings
 
-    return validate_main(args)
+    config = ValidationConfig(
+        alpha=args.alpha,
+        min_speedup=args.min_speedup,
+        confidence=args.confidence,
+        n_bootstrap=args.bootstrap,
+        mode=args.mode,
+        seed=args.seed,
+    )
+    result = compare_samples(
+        load_timings(args.baseline),
+        load_timings(args.candidate),
+        config=config,
+        measurement="interleaved" if args.paired else "samples",
+    )
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(format_result(result))
+    if args.controls is not None:
+        from ciq_tune.controls import controls_file as cf
 
-
-def _validate_args(parser: argparse.ArgumentParser) -> None:
-    from ciq_tune.validation import add_validate_arguments
-
-    add_validate_arguments(parser)
+        loaded = cf.load(args.controls)
+        cf.write(args.controls, loaded.model_copy(update={"validation": result.to_dict()}))
+    return 0 if result.kept else 1
 
 
 register(
     Command(
         name="validate",
-        help="re-check a speedup: Welch's t, Cohen's d, bootstrap CI of the speedup, a verdict",
+        help="re-check a speedup: ratio of medians, its bootstrap CI, a rank test, a verdict",
         description=(
-            "Compare repetitions of a baseline and a candidate, measured interleaved (ABAB…):\n"
-            "Welch's t-test, Cohen's d and a bootstrap CI of the speedup (ratio of medians).\n"
+            "Compare repetitions of a baseline and a candidate: the speedup (ratio of medians),\n"
+            "its bootstrap CI and a rank test (--paired, for interleaved rounds: a paired\n"
+            "bootstrap and Wilcoxon signed-rank on per-round log ratios; else Mann-Whitney U).\n"
             'Each file holds one value per repetition: a JSON list, {"times_ms": [...]}, or\n'
             "numbers separated by spaces, commas or newlines. Exits 0 when the speedup is KEPT\n"
             "(p < alpha and the CI's lower bound above --min-speedup), 1 when REJECTED.\n"

@@ -2,14 +2,12 @@
 
 Modules: `settings` (`ValidationConfig`, defaults), `statistics` (ratio of medians, bootstrap
 CI, Wilcoxon signed-rank / Mann-Whitney U, verdict), `interleaved` (alternating rounds),
-`top_k` (a search's best re-measured against its baseline), `timings_file` (timings read from
-a file) and `command` (`ciq-tune validate`). See docs/validation.md.
+`top_k` (a search's best re-measured against its baseline), and `timings_file` (timings read
+from a file; `ciq-tune validate`). See docs/validation.md.
 """
 
 from __future__ import annotations
 
-from ciq_tune.validation.command import add_validate_arguments
-from ciq_tune.validation.command import validate_main
 from ciq_tune.validation.interleaved import Timer
 from ciq_tune.validation.interleaved import measure_interleaved
 from ciq_tune.validation.interleaved import validate
@@ -39,13 +37,11 @@ __all__ = [
     "Timer",
     "ValidationConfig",
     "ValidationResult",
-    "add_validate_arguments",
     "compare_samples",
     "format_result",
     "load_timings",
     "measure_interleaved",
     "validate",
-    "validate_main",
     "validate_search",
     "validate_top_k",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -12,18 +11,17 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats
 
+from ciq_tune.cli import main as cli_main
 from ciq_tune.errors import MeasurementError
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
 from ciq_tune.validation import VALIDATION_DEFAULTS
 from ciq_tune.validation import ValidationConfig
-from ciq_tune.validation import add_validate_arguments
 from ciq_tune.validation import compare_samples
 from ciq_tune.validation import load_timings
 from ciq_tune.validation import measure_interleaved
 from ciq_tune.validation import validate
-from ciq_tune.validation import validate_main
 from ciq_tune.validation import validate_top_k
 
 # Relative spread of repeated H100 measurements of a Triton matmul (docs/validation.md).
@@ -269,13 +267,7 @@ def test_load_timings_formats(tmp_path: Path) -> None:
         load_timings(tmp_path / "missing.txt")
 
 
-def _cli(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    add_validate_arguments(parser)
-    return parser.parse_args(argv)
-
-
-def test_validate_main_exit_status_and_json(
+def test_validate_command_exit_status_and_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rng = np.random.default_rng(2)
@@ -283,7 +275,7 @@ def test_validate_main_exit_status_and_json(
     base.write_text("\n".join(map(str, 0.2 * (1 + CV * rng.normal(size=30)))))
     fast.write_text("\n".join(map(str, 0.2 / 1.03 * (1 + CV * rng.normal(size=30)))))
     same.write_text("\n".join(map(str, 0.2 * (1 + CV * rng.normal(size=30)))))
-    assert validate_main(_cli([str(base), str(fast)])) == 0
+    assert cli_main(["validate", str(base), str(fast)]) == 0
     assert capsys.readouterr().out.startswith("KEPT: ")
-    assert validate_main(_cli([str(base), str(same), "--json"])) == 1
+    assert cli_main(["validate", str(base), str(same), "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["verdict"] == "REJECTED"
