@@ -35,6 +35,11 @@ class BenchmarkTimeout(CiqTuneError):
     """A candidate's compile or run exceeded its time limit."""
 
 
+class InputFileError(CiqTuneError, ValueError):
+    """A file cannot be read safely: not a regular file, too large, not UTF-8, duplicate keys,
+    aliases or nesting too deep."""
+
+
 class DescriptionError(CiqTuneError, ValueError):
     """A kernel description file is missing, unparsable, or has an invalid field."""
 

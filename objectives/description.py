@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel
 from pydantic import ConfigDict
 from pydantic import Field
@@ -23,6 +20,8 @@ from ciq_tune.errors import DescriptionError
 from ciq_tune.errors import SpaceError
 from ciq_tune.space.constraints import _ALLOWED_FUNCTIONS
 from ciq_tune.space.constraints import _compile_expression
+from ciq_tune.strict_io import load_data
+from ciq_tune.strict_io import sha256_file
 
 KernelKind = Literal["ptx", "cuda", "triton", "helion"]
 Mode = Literal["min", "max"]
@@ -34,6 +33,32 @@ DEFAULT_METRIC: dict[str, str] = {
     "cuda": "time_ms",
     "triton": "time_ms",
     "helion": "time_ms",
+}
+# The metrics each kind's trainable reports that a search can optimise (PTX: ptxas statistics;
+# the timed kinds: `objectives._bench.TimingStats` in ms, plus compile seconds).
+_TIMED_METRICS = (
+    "time_ms",
+    "median_ms",
+    "mean_ms",
+    "min_ms",
+    "max_ms",
+    "iqr_ms",
+    "cv",
+    "compile_s",
+)
+KIND_METRICS: dict[str, tuple[str, ...]] = {
+    "ptx": (
+        "spill_bytes",
+        "spill_stores",
+        "spill_loads",
+        "registers",
+        "stack_bytes",
+        "sass_instructions",
+        "compile_time_s",
+    ),
+    "cuda": (*_TIMED_METRICS, "registers", "spill_bytes", "stack_bytes"),
+    "triton": _TIMED_METRICS,
+    "helion": _TIMED_METRICS,
 }
 # The control catalogs searched when a description has no `controls` section.
 DEFAULT_CONTROLS: dict[str, tuple[str, ...]] = {
@@ -47,6 +72,8 @@ KNOWN_CATALOGS = ("ptxas", "nvcc", "triton")
 PARAM_KINDS = ("range", "choice", "ordinal", "literal", "log_sampling", "uniform")
 _PARAM_OPTIONS = ("knockout_prob", "when", "log", "seed_low", "seed_high", "default")
 _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
+# `name` becomes file and folder names under `--out`: a file stem, never a path.
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 _REFERENCE_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _DTYPES = (
     "float16",
@@ -89,15 +116,15 @@ class InputSpec(_Strict):
 class Tolerance(_Strict):
     """Bounds of `torch.testing.assert_close`-style comparison with the reference."""
 
-    atol: float = Field(default=1e-2, ge=0)
-    rtol: float = Field(default=1e-2, ge=0)
+    atol: float = Field(default=1e-2, ge=0, allow_inf_nan=False)
+    rtol: float = Field(default=1e-2, ge=0, allow_inf_nan=False)
 
 
 class Timeouts(_Strict):
     """Wall-clock limits (seconds) for one candidate's compile and for one benchmark run."""
 
-    compile_s: float = Field(default=60.0, gt=0)
-    run_s: float = Field(default=30.0, gt=0)
+    compile_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    run_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
 
 class ControlSelection(_Strict):
@@ -151,6 +178,17 @@ class KernelDescription(_Strict):
             data["name"] = Path(data["source"]).stem
         return data
 
+    @field_validator("name")
+    @classmethod
+    def _stem(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(
+                f"name={value!r} must be a file stem (letters, digits, '_', '.', '-'; not starting "
+                "with '.' or '-'; at most 100 characters), never a path: it names the files "
+                "written under --out"
+            )
+        return value
+
     @field_validator("arch")
     @classmethod
     def _valid_arch(cls, value: str) -> str:
@@ -175,6 +213,11 @@ class KernelDescription(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> KernelDescription:
+        if self.metric not in KIND_METRICS[self.kind]:
+            raise ValueError(
+                f"metric={self.metric!r} is not a metric of kind {self.kind!r}; one of "
+                f"{list(KIND_METRICS[self.kind])}"
+            )
         names = {spec.name for spec in self.inputs}
         for spec in self.inputs:
             for dim in spec.shape:
@@ -214,7 +257,7 @@ class KernelDescription(_Strict):
 
     def source_sha256(self) -> str:
         """Hex SHA-256 of the kernel source file's bytes (the controls file's provenance)."""
-        return hashlib.sha256(self.source.read_bytes()).hexdigest()
+        return sha256_file(self.source, error=DescriptionError)
 
     def shape_of(self, spec: InputSpec) -> tuple[int, ...]:
         """Concrete shape of an input, with names of `sizes` replaced by their values."""
@@ -329,18 +372,16 @@ def load_description(path: str | Path) -> KernelDescription:
             names the file and the field).
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise DescriptionError(f"cannot read kernel description {str(path)!r}: {exc}") from exc
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise DescriptionError(f"{path}: not valid {path.suffix or 'YAML'}: {exc}") from exc
+    data = load_data(path, what="kernel description", error=DescriptionError)
     if not isinstance(data, dict):
-        raise DescriptionError(f"{path}: a kernel description is a mapping, got {data!r}")
+        raise DescriptionError(
+            f"{path}: a kernel description is a mapping of fields, got a {type(data).__name__}"
+        )
     if isinstance(data.get("source"), str):
-        data = {**data, "source": str((path.parent / data["source"]).resolve())}
+        try:
+            data = {**data, "source": str((path.parent / data["source"]).resolve())}
+        except (OSError, RuntimeError, ValueError) as exc:  # a NUL byte, a symlink loop
+            raise DescriptionError(f"{path}: field `source`: not a usable path: {exc}") from None
     try:
         desc = KernelDescription.model_validate({**data, "path": str(path.resolve())})
     except ValidationError as exc:
@@ -348,7 +389,8 @@ def load_description(path: str | Path) -> KernelDescription:
             f"field `{'.'.join(str(p) for p in err['loc']) or '(top)'}`: {err['msg']}"
             for err in exc.errors()
         )
-        raise DescriptionError(f"{path}: invalid kernel description: {problems}") from exc
+        raise DescriptionError(f"{path}: invalid kernel description: {problems}") from None
     if not desc.source.is_file():
-        raise DescriptionError(f"{path}: field `source`: file {str(desc.source)!r} does not exist")
+        what = "does not exist" if not desc.source.exists() else "is not a regular file"
+        raise DescriptionError(f"{path}: field `source`: {str(desc.source)!r} {what}")
     return desc

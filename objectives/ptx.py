@@ -20,17 +20,10 @@ from objectives._compile import cache_key
 from objectives._compile import count_sass_instructions
 from objectives._compile import parse_ptxas_verbose
 from objectives._compile import run_compiler
+from objectives.description import KIND_METRICS
 from objectives.description import KernelDescription
 
-METRICS = (
-    "spill_bytes",
-    "spill_stores",
-    "spill_loads",
-    "registers",
-    "stack_bytes",
-    "sass_instructions",
-    "compile_time_s",
-)
+METRICS = KIND_METRICS["ptx"]
 # Characters of a failed compile's log kept in the reported result (the end holds the error).
 _LOG_TAIL = 2000
 

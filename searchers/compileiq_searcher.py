@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from ray.tune.search import UNDEFINED_METRIC_MODE
 from ray.tune.search import UNDEFINED_SEARCH_SPACE
 from ray.tune.search import Searcher
@@ -36,6 +37,9 @@ from ciq_tune.results import OK
 logger = logging.getLogger(__name__)
 
 SEARCHER_STATE_SCHEMA = 1
+# Keys Tune adds to every result, left out when saying what a trial reported.
+_TUNE_KEY_PREFIXES = ("time", "date", "node", "pid", "hostname", "done", "trial_", "experiment")
+_STRICT_METRIC_SWITCH = "TUNE_DISABLE_STRICT_METRIC_CHECKING"
 # Values a log-integer domain is discretised into at most when converted from Ray Tune.
 LOG_INTEGER_VALUES = 32
 
@@ -138,6 +142,7 @@ class CompileIQSearcher(Searcher):
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:
+        _allow_results_without_metric()
         domains = _has_domains(config)
         if self._space is not None and domains:
             raise ValueError(
@@ -155,6 +160,10 @@ class CompileIQSearcher(Searcher):
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
         self._max_concurrent = max_concurrent
+        # With several trials at a time, a generation waiting for its slowest (or hung) trial
+        # would idle every other slot: propose whenever a slot is free, unless told otherwise.
+        if max_concurrent > 1 and self._engine is None:
+            self._engine_config.setdefault("steady_state", True)
         return True
 
     def suggest(self, trial_id: str) -> dict | str | None:
@@ -192,9 +201,11 @@ class CompileIQSearcher(Searcher):
         # A trial stopped early by a scheduler (ASHA) completes with its last reported result,
         # the value the scheduler compared; that value is what the engine learns from.
         result = result if result is not None else last
-        values, status = self._outcome(result)
-        info = {"trial_id": trial_id}
-        if result is not None:
+        values, status, message = self._outcome(result)
+        info: dict[str, Any] = {"trial_id": trial_id}
+        if message:
+            info["error"] = message
+        if isinstance(result, Mapping):
             info.update(
                 {k: result[k] for k in ("training_iteration", "time_total_s") if k in result}
             )
@@ -238,7 +249,13 @@ class CompileIQSearcher(Searcher):
                 f"{SEARCHER_STATE_SCHEMA}"
             )
         self._metric, self._mode = state["metric"], state["mode"]
-        self._space = None if state["space"] is None else ss.SearchSpace.from_dict(state["space"])
+        # The state lies in Tune's experiment folder next to the trainable Tune unpickles on
+        # restore, so a pickled callable constraint in it is no less trusted than that.
+        self._space = (
+            None
+            if state["space"] is None
+            else ss.SearchSpace.from_dict(state["space"], allow_pickle=True)
+        )
         settings = state["settings"]
         self._strategy = settings["strategy"]
         self._budget = Budget(**settings["budget"])
@@ -334,23 +351,36 @@ class CompileIQSearcher(Searcher):
         )
         return self._engine
 
-    def _outcome(self, result: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str]:
+    def _outcome(self, result: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str, str]:
+        """(values, status, error) of a trial's final result; anything but finite numbers for
+        every metric is a failed evaluation, never an exception."""
         if result is None:
-            return None, "no_result"
+            return None, "no_result", "the trial ended without a result"
+        if not isinstance(result, Mapping):
+            return None, "invalid_result", f"the result is a {type(result).__name__}, not a dict"
         reported = result.get("status", OK)
-        status = reported if isinstance(reported, str) and reported else OK
+        if not isinstance(reported, str) or not reported:
+            return None, "invalid_result", f"`status` must be a non-empty string, got {reported!r}"
+        error = result.get("error")
+        error_text = error if isinstance(error, str) else ""
+        if reported != OK:
+            return None, reported, error_text
         missing = [m for m in self._metrics() if m not in result]
         if missing:
-            logger.warning(
-                "a trial's result has no %s (it reported %s); counted as a failure",
-                missing,
-                sorted(k for k in result if not k.startswith(("time", "date", "node", "pid"))),
+            reported_keys = sorted(
+                str(k) for k in result if not str(k).startswith(_TUNE_KEY_PREFIXES)
             )
-            return None, "missing_metric"
+            message = f"the result has no {missing} (it reported {reported_keys})"
+            logger.warning("a trial's %s; counted as a failure", message)
+            return None, "missing_metric", message
         values = {m: result[m] for m in self._metrics()}
-        if status != OK:
-            return None, status
-        return values, OK
+        for name, value in values.items():
+            problem = _metric_problem(value)
+            if problem is not None:
+                message = f"metric `{name}` is {value!r}: {problem}"
+                logger.warning("a trial's %s; counted as a failure", message)
+                return None, "invalid_result", message
+        return {m: float(v) for m, v in values.items()}, OK, ""
 
 
 def _normalise_metric_mode(
@@ -438,6 +468,25 @@ def _convert(value: Any, key: str) -> Any:
         f"`{key}`: {type(value).__name__} with a {type(base).__name__} sampler has no bounded "
         "equivalent in ciq-tune; use tune.uniform/loguniform/randint/choice or ciq_tune.space"
     )
+
+
+def _metric_problem(value: Any) -> str | None:
+    """Why `value` is not a metric value (a finite real number), or None when it is one."""
+    # bool is an int to Python, and float() accepts "0.5": neither is a measured value.
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        return f"a {type(value).__name__}, not a number"
+    if not math.isfinite(float(value)):
+        return "not finite"
+    return None
+
+
+def _allow_results_without_metric() -> None:
+    """Let trials report results without the metric; this searcher records them as failed
+    evaluations. Tune's strict check (on by default) would instead raise in `Tuner.fit()` and
+    abort the whole search, evaluations already paid for included. Tune reads the switch in the
+    driver, where the searcher runs, each time it checks a result."""
+    if os.environ.get(_STRICT_METRIC_SWITCH) is None:
+        os.environ[_STRICT_METRIC_SWITCH] = "1"
 
 
 def _metrics_only(result: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, Any]:

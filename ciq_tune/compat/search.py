@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from ciq_tune.compat.config import BASELINE_DNA
 from ciq_tune.compat.config import INVALID_SCORE
@@ -33,6 +32,8 @@ from ciq_tune.errors import ObjectiveError
 from ciq_tune.errors import SpaceError
 from ciq_tune.results import OK
 from ciq_tune.space import SearchSpace
+from ciq_tune.strict_io import load_data
+from ciq_tune.strict_io import load_json
 from ciq_tune.tracking import TrackingConfig
 
 if TYPE_CHECKING:
@@ -330,7 +331,7 @@ def _as_space(space: Mapping[str, Any] | SearchSpace | str | Path) -> SearchSpac
     if isinstance(space, SearchSpace):
         return space
     if isinstance(space, (str, Path)):
-        return SearchSpace.from_dict(json.loads(Path(space).read_text()))
+        return SearchSpace.from_dict(load_json(space, what="saved search space", error=SpaceError))
     if isinstance(space, Mapping):
         return SearchSpace(dict(space))
     raise SpaceError(
@@ -344,7 +345,7 @@ def _as_config(config: SearchConfiguration | Mapping[str, Any] | str | Path) -> 
     if isinstance(config, SearchConfiguration):
         return config
     if isinstance(config, (str, Path)):
-        config = yaml.safe_load(Path(config).read_text())
+        config = load_data(config, what="search configuration", error=EngineError)
     if not isinstance(config, Mapping):
         raise EngineError(
             f"`search_config` must be a SearchConfiguration, a dict or a JSON/YAML file, got "

@@ -4,7 +4,6 @@ and its provenance, re-validated against the installed catalogs whenever it is u
 from __future__ import annotations
 
 import datetime
-import hashlib
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -28,6 +27,8 @@ from ciq_tune.controls.triton import detect_triton
 from ciq_tune.errors import CiqTuneError
 from ciq_tune.errors import ControlsFileError
 from ciq_tune.errors import InvalidControl
+from ciq_tune.strict_io import load_yaml
+from ciq_tune.strict_io import sha256_file
 
 SCHEMA: Literal["ciq-tune/controls"] = "ciq-tune/controls"
 SCHEMA_VERSION: Literal[1] = 1
@@ -221,17 +222,7 @@ def load(path: str | Path) -> ControlsFile:
             names the file and the field).
     """
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ControlsFileError(
-                f"{path}: {size} bytes is too large for a controls file (max {MAX_FILE_BYTES})"
-            )
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ControlsFileError(f"cannot read controls file {str(path)!r}: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ControlsFileError(f"{path}: not valid YAML: {exc}") from exc
+    data = load_yaml(path, what="controls file", max_bytes=MAX_FILE_BYTES, error=ControlsFileError)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ControlsFileError(f"{path}: not a ciq-tune controls file (needs `schema: {SCHEMA}`)")
     try:
@@ -240,7 +231,7 @@ def load(path: str | Path) -> ControlsFile:
         problems = "; ".join(
             f"field `{'.'.join(str(p) for p in err['loc'])}`: {err['msg']}" for err in exc.errors()
         )
-        raise ControlsFileError(f"{path}: invalid controls file: {problems}") from exc
+        raise ControlsFileError(f"{path}: invalid controls file: {problems}") from None
 
 
 def render(
@@ -317,7 +308,7 @@ def check(
     reasons: list[str] = []
     kernel = controls_file.kernel
     if source is not None:
-        digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+        digest = sha256_file(source, error=ControlsFileError)
         if digest != kernel.source_sha256:
             reasons.append(
                 f"kernel source {str(source)!r} changed: sha256 {digest[:12]}… != recorded "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,8 +14,10 @@ from ciq_tune.controls.catalog import parse_help
 from ciq_tune.controls.catalog import parse_version
 from ciq_tune.controls.catalog import probe
 from ciq_tune.controls.catalog import supported
+from ciq_tune.errors import ControlsFileError
 from ciq_tune.errors import InvalidControl
 from ciq_tune.errors import ToolchainError
+from ciq_tune.strict_io import sha256_file
 
 # Options that change code generation but not the kernel's launch contract. Left out on
 # purpose: --override-directive-values and --maxntid (they can raise the register count above
@@ -134,8 +135,8 @@ class VendorControlsFile(Control):
 
 
 def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """Hex SHA-256 of a vendor controls file's bytes (a regular file under the size limit)."""
+    return sha256_file(path, what="vendor controls file", error=ControlsFileError)
 
 
 def detect_ptxas(

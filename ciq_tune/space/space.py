@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
 import itertools
 import json
+import re
+import sys
+import types
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -31,6 +35,7 @@ MAX_SAMPLE_TRIES = 10_000
 # Spaces up to this many gene combinations may be enumerated when random draws stop finding
 # anything new (the search is close to exhausting the space).
 MAX_ENUMERATION = 200_000
+_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class Conditional:
@@ -261,19 +266,37 @@ class SearchSpace:
 
     # -- persistence ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe description (callable constraints are stored pickled, base64-encoded)."""
+        """JSON-safe description: expressions as text, module-level functions as
+        ``"module:function"`` references, other callables (lambdas, closures) pickled."""
         return {
             "spec": _spec_to_json(self.spec),
             "constraints": [_constraint_to_json(c) for c in self.constraints],
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SearchSpace:
+    def from_dict(cls, data: Mapping[str, Any], *, allow_pickle: bool = False) -> SearchSpace:
+        """Rebuild a space from `to_dict` output.
+
+        Args:
+            data: the saved space.
+            allow_pickle: also load pickled callables (lambdas, closures). Unpickling runs
+                code named by the data, so it is refused unless the data comes from a source
+                as trusted as this program (e.g. its own checkpoint).
+
+        Raises:
+            SpaceError: malformed data, or a pickled callable without `allow_pickle`.
+        """
+        if not isinstance(data, Mapping):
+            raise SpaceError(f"a saved search space is a mapping, got {type(data).__name__}")
         try:
-            spec = _spec_from_json(data["spec"])
-            constraints = [_constraint_from_json(c) for c in data.get("constraints", [])]
-        except (KeyError, TypeError) as exc:
-            raise SpaceError(f"not a saved search space: {exc!r}") from exc
+            spec = _spec_from_json(data["spec"], allow_pickle)
+            constraints = [
+                _constraint_from_json(c, allow_pickle) for c in data.get("constraints", [])
+            ]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, SpaceError):
+                raise
+            raise SpaceError(f"not a saved search space: {exc!r}") from None
         return cls(spec, constraints=constraints)
 
     def __repr__(self) -> str:
@@ -377,16 +400,17 @@ def _spec_to_json(node: Any) -> Any:
     return {"$const": node}
 
 
-def _spec_from_json(node: Any) -> Any:
+def _spec_from_json(node: Any, allow_pickle: bool) -> Any:
     ((tag, body),) = node.items()
     if tag == "$param":
         return parameter_from_dict(body)
     if tag == "$conditional":
-        return Conditional(_spec_from_json(body["spec"]), _constraint_from_json(body["when"]).rule)
+        when = _constraint_from_json(body["when"], allow_pickle).rule
+        return Conditional(_spec_from_json(body["spec"], allow_pickle), when)
     if tag == "$dict":
-        return {k: _spec_from_json(v) for k, v in body.items()}
+        return {k: _spec_from_json(v, allow_pickle) for k, v in body.items()}
     if tag == "$list":
-        return [_spec_from_json(v) for v in body]
+        return [_spec_from_json(v, allow_pickle) for v in body]
     if tag == "$const":
         return body
     raise SpaceError(f"unknown node {tag!r} in a saved search space")
@@ -396,6 +420,9 @@ def _constraint_to_json(constraint: Constraint) -> dict[str, str]:
     text = constraint.to_json()
     if text is not None:
         return {"expr": text}
+    reference = _reference(constraint.rule)
+    if reference is not None:
+        return {"ref": reference}
     try:
         import cloudpickle  # a dependency of ray; callables (lambdas) need it to be stored
     except ImportError as exc:  # pragma: no cover - ray is a dependency
@@ -403,9 +430,56 @@ def _constraint_to_json(constraint: Constraint) -> dict[str, str]:
     return {"pickled": base64.b64encode(cloudpickle.dumps(constraint.rule)).decode()}
 
 
-def _constraint_from_json(data: Mapping[str, str]) -> Constraint:
+def _constraint_from_json(data: Mapping[str, str], allow_pickle: bool) -> Constraint:
     if "expr" in data:
         return Constraint(data["expr"])
+    if "ref" in data:
+        return Constraint(_resolve_reference(data["ref"]))
+    if "pickled" not in data:
+        raise SpaceError(f"a saved constraint has `expr` or `ref`, got keys {sorted(data)}")
+    if not allow_pickle:
+        raise SpaceError(
+            "the saved search space holds a pickled constraint, and unpickling runs code named "
+            'by the file; write the constraint as an expression ("BM * BN <= 65536") or a '
+            'module-level function (saved as "module:function"), or pass allow_pickle=True '
+            "if you trust the file"
+        )
     import pickle
 
     return Constraint(pickle.loads(base64.b64decode(data["pickled"])))
+
+
+def _reference(rule: Any) -> str | None:
+    """``"module:function"`` naming `rule` when importing it gives the same object, else None."""
+    module = getattr(rule, "__module__", None)
+    name = getattr(rule, "__qualname__", None)
+    if not module or not name or module == "__main__" or not name.isidentifier():
+        return None
+    try:
+        found = _resolve_reference(f"{module}:{name}")
+    except SpaceError:
+        return None
+    return f"{module}:{name}" if found is rule else None
+
+
+def _resolve_reference(reference: str) -> Callable[[Mapping[str, Any]], bool]:
+    module, _, name = reference.partition(":")
+    if not _REFERENCE.match(reference):
+        raise SpaceError(
+            f"a saved constraint reference must look like 'module:function', got {reference!r}"
+        )
+    # A standard-library function called with a configuration could act on it (subprocess.call
+    # runs a dict's keys), so references name the user's own Python functions only.
+    if module.split(".")[0] in sys.stdlib_module_names:
+        raise SpaceError(
+            f"saved constraint {reference!r} names a standard-library module; a reference names "
+            "a function of your own code"
+        )
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise SpaceError(f"saved constraint {reference!r} cannot be imported: {exc}") from None
+    if not isinstance(found, types.FunctionType):
+        raise SpaceError(f"saved constraint {reference!r} is not a Python function")
+    rule: Callable[[Mapping[str, Any]], bool] = found
+    return rule

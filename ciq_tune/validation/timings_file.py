@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ciq_tune.errors import MeasurementError
+from ciq_tune.strict_io import parse_json
+from ciq_tune.strict_io import read_text
 
 
 def load_timings(path: str | Path) -> list[float]:
@@ -16,12 +17,9 @@ def load_timings(path: str | Path) -> list[float]:
         MeasurementError: the file is unreadable or holds something other than numbers.
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise MeasurementError(f"cannot read timings file {str(path)!r}: {exc}") from exc
+    text = read_text(path, what="timings file", error=MeasurementError)
     if path.suffix == ".json":
-        data = json.loads(text)
+        data = parse_json(text, source=f"timings file {str(path)!r}", error=MeasurementError)
         values = data.get("times_ms") if isinstance(data, dict) else data
         if not isinstance(values, list):
             raise MeasurementError(

@@ -1,0 +1,308 @@
+"""Strict reading of the files a user hands to ciq-tune (YAML, JSON, kernel sources).
+
+Every YAML or JSON file ciq-tune reads goes through `load_data` (or `load_yaml`/`load_json`), and
+every kernel source it hashes through `sha256_file`. A file is read only when it is a regular
+file under a size limit (never a FIFO, a device or a symlink to one), decoded as UTF-8 with an
+error that says so, and parsed with duplicate keys as errors, YAML aliases refused (a few
+kilobytes of nested aliases expand to gigabytes) and nesting bounded. Loading never runs code:
+YAML is read with the safe loader's tags only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.events import AliasEvent
+from yaml.nodes import MappingNode
+from yaml.nodes import Node
+
+from ciq_tune.errors import CiqTuneError
+from ciq_tune.errors import InputFileError
+
+# Description, controls, settings and saved-space files are kilobytes; 1 MB is generous (bytes).
+MAX_DATA_BYTES = 1_000_000
+# Kernel sources hashed for provenance (PTX of a large kernel is a few MB) (bytes).
+MAX_SOURCE_BYTES = 64 * 1024 * 1024
+# Deepest nesting of mappings and lists accepted in a data file (real files use < 10).
+MAX_DEPTH = 64
+# Bytes read at a time when hashing.
+_CHUNK = 1 << 20
+_BRACKETS = re.compile(r"[\[\]{}]")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def read_bytes(
+    path: str | Path,
+    *,
+    what: str = "file",
+    max_bytes: int = MAX_DATA_BYTES,
+    error: type[CiqTuneError] = InputFileError,
+) -> bytes:
+    """The bytes of a regular file of at most `max_bytes` bytes.
+
+    Args:
+        path: the file (a symlink is followed; its target must be a regular file).
+        what: what the file is, for messages ("kernel description").
+        max_bytes: the largest size accepted, in bytes.
+        error: the exception class raised (a `CiqTuneError`).
+
+    Raises:
+        error: missing, unreadable, not a regular file (FIFO, device, directory) or too large.
+    """
+    path = Path(path)
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise error(
+                f"{what} {str(path)!r} is not a regular file ({_file_type(info.st_mode)}); give "
+                "the path of a file"
+            )
+        if info.st_size > max_bytes:
+            raise error(
+                f"{what} {str(path)!r} is too large: {info.st_size} bytes, more than the "
+                f"{max_bytes} bytes allowed"
+            )
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew while being read
+        raise error(f"{what} {str(path)!r} is too large: over {max_bytes} bytes")
+    return data
+
+
+def read_text(
+    path: str | Path,
+    *,
+    what: str = "file",
+    max_bytes: int = MAX_DATA_BYTES,
+    error: type[CiqTuneError] = InputFileError,
+) -> str:
+    """The text of a regular UTF-8 file of at most `max_bytes` bytes (see `read_bytes`)."""
+    data = read_bytes(path, what=what, max_bytes=max_bytes, error=error)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise error(
+            f"{what} {str(path)!r} is not UTF-8 text{hint}: byte 0x{data[exc.start]:02x} at "
+            f"offset {exc.start}; save it as UTF-8"
+        ) from None
+
+
+def sha256_file(
+    path: str | Path,
+    *,
+    what: str = "kernel source",
+    max_bytes: int = MAX_SOURCE_BYTES,
+    error: type[CiqTuneError] = InputFileError,
+) -> str:
+    """Hex SHA-256 of a regular file of at most `max_bytes` bytes, read in chunks."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{what} {str(path)!r} is not a regular file ({_file_type(info.st_mode)})")
+        total = 0
+        while chunk := f.read(_CHUNK):
+            total += len(chunk)
+            if total > max_bytes:
+                raise error(f"{what} {str(path)!r} is too large: over {max_bytes} bytes")
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_yaml(
+    path: str | Path,
+    *,
+    what: str = "YAML file",
+    max_bytes: int = MAX_DATA_BYTES,
+    error: type[CiqTuneError] = InputFileError,
+) -> Any:
+    """Parse a YAML file strictly: duplicate keys, aliases and deep nesting are errors."""
+    return parse_yaml(
+        read_text(path, what=what, max_bytes=max_bytes, error=error),
+        source=f"{what} {str(path)!r}",
+        error=error,
+    )
+
+
+def load_json(
+    path: str | Path,
+    *,
+    what: str = "JSON file",
+    max_bytes: int = MAX_DATA_BYTES,
+    error: type[CiqTuneError] = InputFileError,
+) -> Any:
+    """Parse a JSON file strictly: duplicate keys, NaN/Infinity and deep nesting are errors."""
+    return parse_json(
+        read_text(path, what=what, max_bytes=max_bytes, error=error),
+        source=f"{what} {str(path)!r}",
+        error=error,
+    )
+
+
+def load_data(
+    path: str | Path,
+    *,
+    what: str = "file",
+    max_bytes: int = MAX_DATA_BYTES,
+    error: type[CiqTuneError] = InputFileError,
+) -> Any:
+    """`load_json` for a ``.json`` file, `load_yaml` for anything else."""
+    loader = load_json if Path(path).suffix.lower() == ".json" else load_yaml
+    return loader(path, what=what, max_bytes=max_bytes, error=error)
+
+
+def parse_yaml(
+    text: str, *, source: str = "YAML text", error: type[CiqTuneError] = InputFileError
+) -> Any:
+    """Parse YAML text strictly (see `load_yaml`); `source` names it in messages."""
+    loader = _StrictLoader(text)
+    try:
+        return loader.get_single_data()
+    except _Refused as exc:
+        raise error(f"{source}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise error(f"{source}: not valid YAML: {_one_line(exc)}") from None
+    finally:
+        loader.dispose()
+
+
+def parse_json(
+    text: str, *, source: str = "JSON text", error: type[CiqTuneError] = InputFileError
+) -> Any:
+    """Parse JSON text strictly (see `load_json`); `source` names it in messages."""
+    depth = _json_depth(text)
+    if depth > MAX_DEPTH:
+        raise error(f"{source}: nested {depth} levels deep; at most {MAX_DEPTH} are allowed")
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
+    except _Refused as exc:
+        raise error(f"{source}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{source}: not valid JSON: {exc}") from None
+
+
+class _Refused(ValueError):
+    """A construct the strict loaders do not accept (duplicate key, alias, deep nesting)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with duplicate keys, aliases and deep nesting refused."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        if self.check_event(AliasEvent):
+            event = self.peek_event()
+            raise _Refused(
+                f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not "
+                "allowed; write the value out"
+            )
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            mark = self.peek_event().start_mark
+            raise _Refused(
+                f"line {mark.line + 1}: nested more than {MAX_DEPTH} levels deep; at most "
+                f"{MAX_DEPTH} are allowed"
+            )
+        try:
+            node: Node | None = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        return node
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise _Refused(
+                    f"line {key_node.start_mark.line + 1}: YAML merge keys (<<) are not allowed"
+                )
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                raise ConstructorError(
+                    None, None, "found an unhashable key", key_node.start_mark
+                ) from None
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _Refused(
+                    f"line {line}: duplicate key {key!r} (first at line {seen[key]}); a file "
+                    "must say each thing once"
+                )
+            seen[key] = line
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused(f"duplicate key {key!r}; a file must say each thing once")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON value; write a number or a string")
+
+
+def _json_depth(text: str) -> int:
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _file_type(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+__all__ = [
+    "MAX_DATA_BYTES",
+    "MAX_DEPTH",
+    "MAX_SOURCE_BYTES",
+    "load_data",
+    "load_json",
+    "load_yaml",
+    "parse_json",
+    "parse_yaml",
+    "read_bytes",
+    "read_text",
+    "sha256_file",
+]
