@@ -7,7 +7,11 @@ import sys
 from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
+from pydantic import ValidationError
+
+from ciq_tune.cli._interrupt import EXIT_INTERRUPTED
 from ciq_tune.errors import CiqTuneError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -33,9 +37,20 @@ def register(cmd: Command) -> None:
     COMMANDS[cmd.name] = cmd
 
 
+class UsageError(CiqTuneError):
+    """A command line that does not parse (unknown option, missing or malformed argument)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line from `main`, like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one subparser per registered command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ciq-tune",
         description=(
             "Tune GPU kernels and their compiler controls with Ray Tune. A kernel is given by a "
@@ -58,12 +73,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_ERROR = 2
+"""Exit status of a run stopped by an error (bad arguments, files or fields)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `ciq-tune`; returns the exit status (errors: 2 with the message)."""
-    args = build_parser().parse_args(argv)
+    """Entry point of `ciq-tune`; returns the exit status.
+
+    Every error is one line on stderr, ``ciq-tune: error: <file, field, rule>``, with exit
+    status 2 (never a traceback); an interrupt (Ctrl+C) exits with 130.
+    """
     try:
+        args = build_parser().parse_args(argv)
         status: int = args.handler(args)
-    except CiqTuneError as exc:
-        print(f"ciq-tune {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("ciq-tune: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (CiqTuneError, OSError, ValidationError) as exc:
+        print(f"ciq-tune: error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
     return status
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (pydantic: its first error, with the field)."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top)"
+        text = f"{exc.title}: field `{where}`: {first['msg']}"
+    elif isinstance(exc, OSError) and exc.filename is not None:
+        text = f"{exc.filename}: {exc.strerror or exc}"
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())

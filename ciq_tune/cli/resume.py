@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ciq_tune.cli._interrupt import graceful_interrupt
+from ciq_tune.cli._interrupt import report_interrupted
+from ciq_tune.cli._interrupt import write_evaluations
 from ciq_tune.cli._options import add_verbose
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
 from ciq_tune.cli.tune import RUN_SETTINGS
+from ciq_tune.cli.tune import check_num_cpus
 from ciq_tune.cli.tune import place_trials
 from ciq_tune.cli.tune import ray_init
 from ciq_tune.cli.tune import validate_best
 from ciq_tune.cli.tune import validation_config
 from ciq_tune.cli.tune import write_outputs
 from ciq_tune.errors import CiqTuneError
+from ciq_tune.strict_io import load_json
 
 if TYPE_CHECKING:
     pass
@@ -46,7 +50,13 @@ def _resume(args: argparse.Namespace) -> int:
             f"`run_dir` {str(args.run_dir)!r} has no {RUN_SETTINGS}; give the --out folder of a "
             "`ciq-tune tune` run"
         )
-    settings = json.loads(settings_path.read_text())
+    check_num_cpus(args.num_cpus)
+    settings = load_json(settings_path, what="run settings", error=CiqTuneError)
+    if not isinstance(settings, dict) or not isinstance(settings.get("description"), str):
+        raise CiqTuneError(
+            f"{settings_path}: field `description`: missing; not a run.json written by "
+            "`ciq-tune tune`"
+        )
     desc = load_description(settings["description"])
     experiment = args.run_dir.resolve() / "ray" / desc.name
     if not tune.Tuner.can_restore(str(experiment)):
@@ -64,9 +74,13 @@ def _resume(args: argparse.Namespace) -> int:
         # A run.json from before trials could share a GPU has no trials_per_gpu: one per GPU.
         placement = place_trials(desc.kind, settings.get("trials_per_gpu", 1))
         trainable = tune.with_resources(make_trainable(desc), placement.resources)
-        grid = tune.Tuner.restore(str(experiment), trainable).fit()
+        with graceful_interrupt() as interrupt:
+            grid = tune.Tuner.restore(str(experiment), trainable).fit()
         searcher = CompileIQSearcher()
         searcher.restore_from_dir(str(experiment))
+        write_evaluations(args.run_dir, searcher.results())
+        if interrupt.received:
+            return report_interrupted(args.run_dir, searcher.results())
         validation = validate_best(desc, searcher.results(), points[0], validate_top, config)
     finally:
         ray.shutdown()

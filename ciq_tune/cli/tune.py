@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
+from ciq_tune.cli._interrupt import graceful_interrupt
+from ciq_tune.cli._interrupt import report_interrupted
+from ciq_tune.cli._interrupt import write_evaluations
 from ciq_tune.cli._options import add_verbose
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
@@ -99,6 +102,11 @@ def _tune(args: argparse.Namespace) -> int:
         raise CiqTuneError(
             f"`--trials-per-gpu` must be a positive integer, got {args.trials_per_gpu}"
         )
+    if args.validate_top is not None and args.validate_top < 0:
+        raise CiqTuneError(
+            f"`--validate-top` must be 0 (off) or a positive count, got {args.validate_top}"
+        )
+    check_num_cpus(args.num_cpus)
     settings = validation_config(args.validate_repetitions)
     desc = load_description(args.description)
     space = make_search_space(desc)
@@ -127,12 +135,25 @@ def _tune(args: argparse.Namespace) -> int:
             ),
         )
         started = time.perf_counter()
-        grid = tuner.fit()
+        with graceful_interrupt() as interrupt:
+            grid = tuner.fit()
+        write_evaluations(args.out, searcher.results())
+        if interrupt.received:
+            return report_interrupted(args.out, searcher.results())
         _print_throughput(grid, time.perf_counter() - started, placement)
         validation = validate_best(desc, searcher.results(), points[0], args.validate_top, settings)
     finally:
         ray.shutdown()
     return write_outputs(args.out, desc, searcher.results(), grid, points, validation)
+
+
+def check_num_cpus(num_cpus: int | None) -> None:
+    """`--num-cpus` is at least 1 (a local Ray without CPUs would wait forever)."""
+    if num_cpus is not None and num_cpus < 1:
+        raise CiqTuneError(
+            f"`--num-cpus` must be at least 1 (a local Ray without CPUs runs no trial), got "
+            f"{num_cpus}"
+        )
 
 
 def validation_config(repetitions: int) -> ValidationConfig:

@@ -1,0 +1,74 @@
+"""Ctrl+C during `tune`/`resume`: stop the search gracefully, keep what finished, exit 130."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+
+if TYPE_CHECKING:
+    from ciq_tune.results import SearchResults
+
+EXIT_INTERRUPTED = 130
+"""Exit status of a run stopped by SIGINT (Ctrl+C), as shells report it (128 + 2)."""
+# Tune's switch for its own SIGINT handler, which stops the run but leaves no trace of it.
+_TUNE_SIGINT_SWITCH = "TUNE_DISABLE_SIGINT_HANDLER"
+
+
+@dataclass
+class Interrupt:
+    """Whether a Ctrl+C arrived while the search ran."""
+
+    received: bool = False
+    in_search: bool = True
+
+
+@contextlib.contextmanager
+def graceful_interrupt() -> Iterator[Interrupt]:
+    """Around `Tuner.fit()`: the first Ctrl+C asks Tune to stop gracefully (it saves the
+    experiment, so `ciq-tune resume` can finish it) and is remembered; a second one stops at
+    once (KeyboardInterrupt)."""
+    state = Interrupt()
+    previous_switch = os.environ.get(_TUNE_SIGINT_SWITCH)
+    os.environ[_TUNE_SIGINT_SWITCH] = "1"
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if state.received or not state.in_search:
+            raise KeyboardInterrupt
+        state.received = True
+        print("ciq-tune: interrupted; stopping the search (Ctrl+C again: at once)", flush=True)
+        # Tune's graceful stop: the handler it installs for SIGUSR1 while it runs.
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield state
+    finally:
+        state.in_search = False
+        signal.signal(signal.SIGINT, previous)
+        if previous_switch is None:
+            os.environ.pop(_TUNE_SIGINT_SWITCH, None)
+        else:
+            os.environ[_TUNE_SIGINT_SWITCH] = previous_switch
+
+
+def write_evaluations(out: Path, results: SearchResults) -> None:
+    """Every evaluation told to the searcher, failures included (`ciq-tune report` reads them)."""
+    results.to_parquet(out / "evaluations.parquet")
+    results.to_csv(out / "evaluations.csv")
+
+
+def report_interrupted(out: Path, results: SearchResults) -> int:
+    """Say what an interrupted run kept (the count is the table's) and return 130."""
+    ok = sum(1 for r in results.records if r.ok)
+    print(
+        f"interrupted: {len(results.records)} evaluations ({ok} ok) written to "
+        f"{out / 'evaluations.csv'}; finish the search with `ciq-tune resume {out}`",
+        flush=True,
+    )
+    return EXIT_INTERRUPTED
