@@ -212,7 +212,7 @@ def _load(
     kernel = module.get_function(str(desc.entry))
     grid = (*dims["grid"], 1, 1)[:3]
     block = (*dims.get("block", (1,)), 1, 1)[:3]
-    sizes = [np.int32(v) for v in desc.sizes.values()]
+    sizes = [np.int32(v) for v in desc.launch_sizes().values()]
     args_by_ptrs: dict[tuple[int, ...], tuple[Any, ...]] = {}
 
     def launch(tensors: Mapping[str, Any]) -> None:

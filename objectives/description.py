@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from typing import Literal
@@ -135,6 +136,53 @@ class ControlSelection(_Strict):
     allow_numerics_changes: bool = False
 
 
+SelectionMode = Literal["one", "per_shape", "per_key"]
+# The mode a description with `shapes` gets when it names none: compiler controls of PTX and
+# CUDA C++ apply to a whole compilation unit, so one configuration serves every shape; a Triton
+# or Helion kernel is specialised per launch, so each shape gets its own.
+DEFAULT_SELECTION: dict[str, SelectionMode] = {
+    "ptx": "one",
+    "cuda": "one",
+    "triton": "per_shape",
+    "helion": "per_shape",
+}
+
+
+class Shape(_Strict):
+    """One entry of a benchmark matrix: complete sizes and the entry's share of the traffic."""
+
+    sizes: dict[str, int]
+    weight: float = Field(default=1.0, gt=0)
+
+    def label(self) -> str:
+        """``M=16,N=4096,K=4096``: the shape's sizes in the description's order."""
+        return ",".join(f"{k}={v}" for k, v in self.sizes.items())
+
+
+class Selection(_Strict):
+    """How configurations map to the shapes of `shapes`.
+
+    ``one``: one configuration for the whole matrix, scored by the weighted geometric mean of
+    per-shape time relative to the baseline, a candidate slower than `worst_shape_limit` × the
+    baseline on any shape being rejected. ``per_shape``: one configuration per shape.
+    ``per_key``: one per bucket of the `key` sizes (as ``@triton.autotune(key=…)``); `bucket`
+    ``exact`` groups equal values, ``pow2`` values with the same next power of two.
+    """
+
+    mode: SelectionMode
+    key: list[str] = Field(default_factory=list)
+    bucket: Literal["exact", "pow2"] = "exact"
+    worst_shape_limit: float = Field(default=1.10, ge=1.0)
+
+    @model_validator(mode="after")
+    def _key_matches_mode(self) -> Selection:
+        if self.mode == "per_key" and not self.key:
+            raise ValueError("mode='per_key' needs `key`: the sizes whose values pick a config")
+        if self.mode != "per_key" and self.key:
+            raise ValueError(f"`key` applies to mode='per_key' only, got mode={self.mode!r}")
+        return self
+
+
 class KernelDescription(_Strict):
     """A kernel to tune, as read from a description file (YAML or JSON).
 
@@ -153,6 +201,11 @@ class KernelDescription(_Strict):
     controls: dict[str, ControlSelection]
     inputs: list[InputSpec] = Field(default_factory=list)
     sizes: dict[str, int] = Field(default_factory=dict)
+    # A benchmark matrix: each entry overrides `sizes` (which then hold the defaults).
+    shapes: list[Shape] = Field(default_factory=list)
+    selection: Selection | None = None
+    # Sizes used only by `grid`, `shapes`, input shapes or the reference: not launch arguments.
+    sizes_not_passed: list[str] = Field(default_factory=list)
     outputs: list[str] = Field(default_factory=list)
     grid: str | None = None
     block: str | None = None
@@ -176,6 +229,10 @@ class KernelDescription(_Strict):
             data.setdefault("controls", {name: {} for name in DEFAULT_CONTROLS[kind]})
         if "name" not in data and isinstance(data.get("source"), str):
             data["name"] = Path(data["source"]).stem
+        if isinstance(data.get("shapes"), list):
+            data["shapes"] = [_shape_entry(i, e) for i, e in enumerate(data["shapes"])]
+            if data["shapes"] and kind in DEFAULT_SELECTION:
+                data.setdefault("selection", {"mode": DEFAULT_SELECTION[kind]})
         return data
 
     @field_validator("name")
@@ -219,12 +276,13 @@ class KernelDescription(_Strict):
                 f"{list(KIND_METRICS[self.kind])}"
             )
         names = {spec.name for spec in self.inputs}
+        size_names = self.size_names()
         for spec in self.inputs:
             for dim in spec.shape:
-                if isinstance(dim, str) and dim not in self.sizes:
+                if isinstance(dim, str) and dim not in size_names:
                     raise ValueError(
                         f"input {spec.name!r} has shape item {dim!r}, which is not in `sizes` "
-                        f"{sorted(self.sizes)}"
+                        f"{sorted(size_names)}"
                     )
                 if isinstance(dim, int) and dim < 0:
                     raise ValueError(f"input {spec.name!r} has a negative shape item {dim}")
@@ -241,9 +299,54 @@ class KernelDescription(_Strict):
         for field in ("grid", "block"):
             text = getattr(self, field)
             if text is not None:
-                _check_expression(text, set(self.params) | set(self.sizes), field)
+                _check_expression(text, set(self.params) | size_names, field)
+        self._check_matrix(size_names)
         self.param_space()  # raises on a malformed `params` entry
         return self
+
+    def _check_matrix(self, size_names: set[str]) -> None:
+        unknown = sorted(set(self.sizes_not_passed) - size_names)
+        if unknown:
+            raise ValueError(f"`sizes_not_passed` names {unknown}, which are not sizes")
+        for index, shape in enumerate(self.shapes):
+            missing = sorted(size_names - set(self.sizes) - set(shape.sizes))
+            if missing:
+                raise ValueError(
+                    f"`shapes[{index}]` lacks {missing}: give them in the entry or in `sizes`"
+                )
+        labels = [self.at_shape(shape).sizes for shape in self.shapes]
+        repeated = [i for i, sizes in enumerate(labels) if sizes in labels[:i]]
+        if repeated:
+            raise ValueError(f"`shapes[{repeated[0]}]` repeats an earlier shape")
+        if self.selection is not None:
+            if not self.shapes:
+                raise ValueError("`selection` applies to a matrix: add `shapes`")
+            wrong = sorted(set(self.selection.key) - size_names)
+            if wrong:
+                raise ValueError(f"`selection.key` names {wrong}, which are not sizes")
+
+    def size_names(self) -> set[str]:
+        """Every size name: the keys of `sizes` and of each `shapes` entry."""
+        return set(self.sizes).union(*(s.sizes for s in self.shapes))
+
+    def matrix(self) -> list[Shape]:
+        """The benchmark matrix with complete sizes: `shapes` over the defaults of `sizes`, or
+        the single shape `sizes` when there is no `shapes` list."""
+        if not self.shapes:
+            return [Shape(sizes=dict(self.sizes))]
+        return [
+            Shape(sizes=self.at_shape(shape).sizes, weight=shape.weight) for shape in self.shapes
+        ]
+
+    def at_shape(self, shape: Shape | Mapping[str, int]) -> KernelDescription:
+        """This description at one shape: `sizes` replaced, no matrix (what one trial runs)."""
+        given = shape.sizes if isinstance(shape, Shape) else shape
+        sizes = {**self.sizes, **{k: int(v) for k, v in given.items()}}
+        return self.model_copy(update={"sizes": sizes, "shapes": [], "selection": None})
+
+    def launch_sizes(self) -> dict[str, int]:
+        """The sizes passed to the kernel as arguments (all but `sizes_not_passed`)."""
+        return {k: v for k, v in self.sizes.items() if k not in self.sizes_not_passed}
 
     # -- derived views -------------------------------------------------------------------------
     @property
@@ -277,6 +380,17 @@ class KernelDescription(_Strict):
             if text is not None:
                 out[field] = _evaluate(text, scope, field)
         return out
+
+
+def _shape_entry(index: int, entry: Any) -> Any:
+    """A YAML `shapes` entry ``{M: 16, N: 4096, weight: 3}`` as `Shape` data."""
+    if not isinstance(entry, dict) or "sizes" in entry:
+        return entry
+    sizes = {k: v for k, v in entry.items() if k != "weight"}
+    bad = {k: v for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool)}
+    if bad:
+        raise ValueError(f"`shapes[{index}]`: sizes are integers, got {bad}")
+    return {"sizes": sizes, **({"weight": entry["weight"]} if "weight" in entry else {})}
 
 
 def _check_expression(text: str, names: set[str], field: str) -> None:

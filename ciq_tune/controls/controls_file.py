@@ -19,6 +19,7 @@ from pydantic import Field
 from pydantic import ValidationError
 
 from ciq_tune.controls.catalog import BaseCatalog
+from ciq_tune.controls.matrix import Matrix
 from ciq_tune.controls.nvcc import detect_nvcc
 from ciq_tune.controls.ptxas import detect_ptxas
 from ciq_tune.controls.ptxas import file_sha256
@@ -31,7 +32,9 @@ from ciq_tune.strict_io import load_yaml
 from ciq_tune.strict_io import sha256_file
 
 SCHEMA: Literal["ciq-tune/controls"] = "ciq-tune/controls"
-SCHEMA_VERSION: Literal[1] = 1
+# Version 2 adds `matrix` (tuned shapes, one entry per configuration, the launch-time rule);
+# version 1 files still load.
+SCHEMA_VERSION: Literal[2] = 2
 # A controls file is a few kilobytes; refuse anything large before parsing it (bytes).
 MAX_FILE_BYTES = 1_000_000
 # Seconds to wait for nvidia-smi to describe the GPU.
@@ -84,7 +87,7 @@ class ControlsFile(_Strict):
     """One tuned control set with provenance. See docs/controls-file.md for the schema."""
 
     schema_: Literal["ciq-tune/controls"] = Field(default=SCHEMA, alias="schema")
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     created: str
     tool: dict[str, str]
     kernel: KernelInfo
@@ -97,6 +100,7 @@ class ControlsFile(_Strict):
     benchmark: Benchmark
     scores: Scores
     validation: dict[str, Any] | None = None
+    matrix: Matrix | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -152,6 +156,7 @@ def build(
     params: Mapping[str, Any] | None = None,
     gpu: GpuInfo | None = None,
     validation: Mapping[str, Any] | None = None,
+    matrix: Matrix | None = None,
 ) -> ControlsFile:
     """A controls file for `controls` (per catalog name), rendered by `catalogs`.
 
@@ -164,6 +169,8 @@ def build(
         params: chosen kernel parameters (Triton/CUDA tile sizes; empty for PTX).
         gpu: the GPU measured on, when there was one.
         validation: `ciq_tune.validation` statistics (`to_dict()` output), stored as given.
+        matrix: the tuned shapes and per-shape configurations (a description with `shapes`);
+            each entry's `rendered` is filled in here from its `controls`.
     """
     from ciq_tune import __version__
 
@@ -188,7 +195,17 @@ def build(
         benchmark=benchmark,
         scores=scores,
         validation=None if validation is None else dict(validation),
+        matrix=None if matrix is None else _render_matrix(matrix, catalogs),
     )
+
+
+def _render_matrix(matrix: Matrix, catalogs: Mapping[str, BaseCatalog]) -> Matrix:
+    entries = []
+    for entry in matrix.entries:
+        checked = {name: catalogs[name].validate(c) for name, c in entry.controls.items()}
+        rendered = {name: render_controls(catalogs[name], c) for name, c in checked.items()}
+        entries.append(entry.model_copy(update={"controls": checked, "rendered": rendered}))
+    return matrix.model_copy(update={"entries": entries})
 
 
 def _vendor_files(name: str, controls: Mapping[str, Any]) -> list[str]:
@@ -280,6 +297,23 @@ def render(
                     "not record its hash"
                 )
         out[name] = rendered
+    for index, entry in enumerate(controls_file.matrix.entries if controls_file.matrix else []):
+        for entry_catalog, entry_controls in entry.controls.items():
+            try:
+                catalog = installed_catalog(
+                    entry_catalog, controls_file.kernel.arch, sorted(allowed)
+                )
+                rendered = render_controls(catalog, entry_controls)
+            except (InvalidControl, CiqTuneError) as exc:
+                raise ControlsFileError(
+                    f"`matrix.entries[{index}].controls.{entry_catalog}` is not valid here: {exc}"
+                ) from exc
+            if entry.rendered.get(entry_catalog) != rendered:
+                raise ControlsFileError(
+                    f"`matrix.entries[{index}].rendered.{entry_catalog}` does not match what its "
+                    f"`controls.{entry_catalog}` renders to ({rendered!r}); edited by hand or "
+                    "tampered with"
+                )
     return out
 
 

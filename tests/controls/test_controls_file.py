@@ -75,7 +75,7 @@ def test_hostile_edits_are_rejected_on_render(tmp_path: Path, change: Any, messa
     ("change", "message"),
     [
         (lambda d: d.update(schema="something-else"), "schema"),
-        (lambda d: d.update(schema_version=2), "schema_version"),
+        (lambda d: d.update(schema_version=3), "schema_version"),
         (lambda d: d.update(shell="rm -rf /"), "shell"),
         (lambda d: d["controls"].update(gcc={"O": 3}), "controls.gcc"),
         (lambda d: d["kernel"].update(source_sha256="nothex"), "kernel.source_sha256"),

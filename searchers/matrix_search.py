@@ -1,0 +1,352 @@
+"""Tuning a benchmark matrix: one search per bucket of shapes, scheduled so that each search
+starts from the winners of its nearest tuned neighbours (cross-shape transfer)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+
+import ray
+from ray import tune
+
+from ciq_tune.controls import controls_file as cf
+from ciq_tune.controls.matrix import Matrix
+from ciq_tune.controls.matrix import MatrixEntry
+from ciq_tune.controls.matrix import ShapeResult
+from ciq_tune.errors import CiqTuneError
+from ciq_tune.errors import MeasurementError
+from ciq_tune.results import SearchResults
+from ciq_tune.validation import SearchValidation
+from ciq_tune.validation import ValidationConfig
+from ciq_tune.validation import validate_search
+from objectives import make_measure
+from objectives import make_search_space
+from objectives import make_trainable
+from objectives import measurement_is_exact
+from objectives import starting_points
+from objectives.description import KernelDescription
+from objectives.matrix import ShapeGroup
+from objectives.matrix import group_metric
+from objectives.matrix import group_shapes
+from objectives.matrix import make_group_trainable
+from objectives.matrix import relative
+from objectives.matrix import schedule
+from objectives.matrix import selection_rule
+from objectives.matrix import shape_values
+from objectives.matrix import transfer_points
+from searchers.kernel_search import kernel_tuner
+from searchers.placement import Placement
+
+TRANSFER_POINTS = 3
+"""Winners of the nearest tuned buckets a search starts from (nearest first)."""
+
+
+@dataclass(frozen=True)
+class MatrixSettings:
+    """Budgets of a matrix search.
+
+    Attributes:
+        budget: Evaluations of an independent search of one bucket (and of the first bucket
+            when transferring).
+        transfer: Fraction of `budget` that each later bucket gets when it starts from its
+            neighbours' winners; None: no transfer (every bucket an independent search).
+        seed: Search seed (each bucket's search gets ``seed + its position``).
+        validate_top: Candidates re-measured against the baseline per bucket (0: off).
+        validation: How to re-measure.
+    """
+
+    budget: int
+    transfer: float | None = 0.25
+    seed: int = 0
+    validate_top: int = 3
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+
+    def budget_for(self, position: int, n_points: int) -> int:
+        """Evaluations of the bucket tuned `position`-th (0-based) with `n_points` starts."""
+        if self.transfer is None or position == 0:
+            return self.budget
+        return max(n_points + 1, math.ceil(self.budget * self.transfer))
+
+
+@dataclass
+class BucketOutcome:
+    """What one bucket's search produced."""
+
+    group: ShapeGroup
+    baseline: dict[str, Any]
+    winner: dict[str, Any]
+    evaluations: int
+    baseline_values: list[float | None]
+    winner_values: list[float | None]
+    results: SearchResults
+    validation: SearchValidation
+    helion_config: dict[str, Any] | None = None
+
+
+def _quiet(desc: KernelDescription) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return make_trainable(desc, print_trials=False)
+
+
+def tune_matrix(
+    desc: KernelDescription,
+    settings: MatrixSettings,
+    placement: Placement,
+    run_config: Callable[[str], tune.RunConfig],
+    *,
+    log: Callable[[str], None] = print,
+) -> list[BucketOutcome]:
+    """Tune every bucket of the description's matrix on the connected Ray cluster.
+
+    Args:
+        desc: A description with `shapes`.
+        settings: Budgets, transfer and validation.
+        placement: Trial resources (`searchers.kernel_search.placement_on_cluster`).
+        run_config: The Tuner's run configuration for a bucket's name.
+        log: Where progress lines go.
+
+    Returns:
+        One outcome per bucket, in the order they were tuned.
+    """
+    gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    order = schedule(group_shapes(desc))
+    outcomes: list[BucketOutcome] = []
+    for position, group in enumerate(order):
+        at_first = desc.at_shape(group.shapes[0])
+        space = make_search_space(at_first)
+        points = starting_points(at_first, space)
+        baseline = points[0]
+        if settings.transfer is not None:
+            tuned = [(o.group, o.winner) for o in outcomes]
+            extra = transfer_points(group, tuned, limit=TRANSFER_POINTS)
+            points += [p for p in extra if p not in points]
+        metric, mode = group_metric(desc, group)
+        baselines = None
+        if len(group.shapes) > 1:
+            baselines = _remote(gpus, _baseline_values, desc, group, baseline)
+        budget = settings.budget_for(position, len(points))
+        log(f"bucket {position + 1}/{len(order)} ({group.label()}): {budget} evaluations")
+        tuner, searcher = kernel_tuner(
+            make_group_trainable(desc, group, baselines, make_trainable=_quiet),
+            placement,
+            space=space,
+            metric=metric,
+            mode=mode,
+            max_evaluations=budget,
+            seed=settings.seed + position,
+            points_to_evaluate=points,
+            run_config=run_config(f"{desc.name}-{position}"),
+        )
+        grid = tuner.fit()
+        results = searcher.results()
+        validation = _validate(desc, group, results, baseline, baselines, settings, gpus)
+        winner = _winner(results, validation, baseline)
+        rows = [(grid[i].config or {}, grid[i].metrics or {}) for i in range(len(grid))]
+        winner_metrics = next((m for c, m in rows if c == winner), {})
+        baseline_metrics = next((m for c, m in rows if c == baseline), {})
+        n = len(group.shapes)
+        outcomes.append(
+            BucketOutcome(
+                group=group,
+                baseline=baseline,
+                winner=winner,
+                evaluations=len(results.records),
+                baseline_values=(
+                    list(baselines)
+                    if baselines is not None
+                    else shape_values({f"{desc.metric}@0": baseline_metrics.get(metric)}, metric, 1)
+                ),
+                winner_values=(
+                    shape_values(winner_metrics, desc.metric, n)
+                    if n > 1
+                    else shape_values({f"{desc.metric}@0": winner_metrics.get(metric)}, metric, 1)
+                ),
+                results=results,
+                validation=validation,
+                helion_config=_helion_config(winner_metrics),
+            )
+        )
+    return outcomes
+
+
+def _remote(gpus: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in a Ray task holding a GPU (a timed kind on a GPU cluster)."""
+    return ray.get(ray.remote(num_cpus=1, num_gpus=gpus)(fn).remote(*args))
+
+
+def _baseline_values(
+    desc: KernelDescription, group: ShapeGroup, baseline: dict[str, Any]
+) -> list[float]:
+    """The baseline configuration's metric at each shape of a bucket (the reference of the
+    bucket's relative objective)."""
+    values = []
+    for shape in group.shapes:
+        values.append(make_measure(desc.at_shape(shape))(baseline))
+    return values
+
+
+def _validate(
+    desc: KernelDescription,
+    group: ShapeGroup,
+    results: SearchResults,
+    baseline: dict[str, Any],
+    baselines: list[float] | None,
+    settings: MatrixSettings,
+    gpus: int,
+) -> SearchValidation:
+    """Re-measure a bucket's top candidates against the baseline (as `tune` does for one
+    shape), or say why not."""
+    skip = None
+    if measurement_is_exact(desc):
+        skip = f"{desc.metric} is a compile statistic that a recompile reproduces exactly"
+    elif settings.validate_top < 1:
+        skip = f"switched off (validate_top={settings.validate_top})"
+    elif not any(r.ok and r.config == baseline for r in results.records):
+        skip = "the baseline did not run successfully, so there is nothing to compare with"
+    if skip is not None:
+        return SearchValidation(
+            outcome="skipped", reason=skip, top_k=settings.validate_top, baseline_config=baseline
+        )
+    measure = functools.partial(_measure_group, desc, group, baselines)
+    validate = functools.partial(
+        validate_search, k=settings.validate_top, config=settings.validation
+    )
+    validation: SearchValidation = _remote(gpus, validate, results, measure, baseline)
+    return validation
+
+
+def _measure_group(
+    desc: KernelDescription, group: ShapeGroup, baselines: list[float] | None, config: Any
+) -> float:
+    """One fresh measurement of a configuration on a bucket: the shape's metric, or the
+    weighted geometric mean of the shapes' metrics relative to the search's baseline values
+    (a fixed scale, so ratios between configurations are those of the bucket's objective)."""
+    if baselines is None:
+        return make_measure(desc.at_shape(group.shapes[0]))(config)
+    total = sum(s.weight for s in group.shapes)
+    log_sum = 0.0
+    for shape, base in zip(group.shapes, baselines, strict=True):
+        value = make_measure(desc.at_shape(shape))(config)
+        if value <= 0:
+            raise MeasurementError(f"{desc.name}: non-positive {desc.metric}={value} at {shape}")
+        log_sum += shape.weight * math.log(relative(value, base, desc.mode))
+    return math.exp(log_sum / total)
+
+
+def _winner(
+    results: SearchResults, validation: SearchValidation, baseline: dict[str, Any]
+) -> dict[str, Any]:
+    if validation.winner is not None:
+        config: dict[str, Any] = validation.winner.config
+        return config
+    if validation.outcome == "baseline":
+        return baseline
+    best = results.best(1)
+    if not best:
+        raise CiqTuneError("no candidate of a bucket compiled and ran")
+    winner: dict[str, Any] = best[0].config
+    return winner
+
+
+def _helion_config(metrics: dict[str, Any]) -> dict[str, Any] | None:
+    import json
+
+    text = metrics.get("helion_config")
+    return json.loads(text) if isinstance(text, str) else None
+
+
+def matrix_record(desc: KernelDescription, outcomes: list[BucketOutcome]) -> Matrix:
+    """The controls file's `matrix` section of a finished matrix search (entries in the
+    description's shape order; `rendered` is filled in by `controls_file.build`)."""
+    entries = []
+    positions = {s.label(): i for i, s in enumerate(desc.matrix())}
+    for outcome in sorted(outcomes, key=lambda o: positions[o.group.shapes[0].label()]):
+        validation = outcome.validation.to_dict()
+        shapes = [
+            ShapeResult(
+                sizes=shape.sizes,
+                weight=shape.weight,
+                baseline=base,
+                best=best,
+                remeasured=_remeasured(validation) if len(outcome.group.shapes) == 1 else None,
+            )
+            for shape, base, best in zip(
+                outcome.group.shapes,
+                outcome.baseline_values,
+                outcome.winner_values,
+                strict=True,
+            )
+        ]
+        entries.append(
+            MatrixEntry(
+                key=outcome.group.key,
+                params=outcome.winner.get("params", {}),
+                controls=outcome.winner.get("controls", {}),
+                helion_config=outcome.helion_config,
+                shapes=shapes,
+                evaluations=outcome.evaluations,
+                validation=validation,
+            )
+        )
+    return Matrix(selection=selection_rule(desc), metric=desc.metric, entries=entries)
+
+
+def _remeasured(validation: dict[str, Any]) -> dict[str, Any] | None:
+    """The re-measured comparison of the shipped configuration with the baseline, if any."""
+    winner = validation.get("winner")
+    if not isinstance(winner, dict):
+        return None
+    keep = ("verdict", "speedup", "speedup_ci_low", "speedup_ci_high", "p_value")
+    out = {k: winner[k] for k in keep if k in winner}
+    for side in ("baseline", "candidate"):
+        if isinstance(winner.get(side), dict):
+            out[f"{side}_median"] = winner[side].get("median")
+    return out
+
+
+def controls_record(
+    desc: KernelDescription, outcomes: list[BucketOutcome], *, source: str
+) -> cf.ControlsFile:
+    """The controls file of a matrix search. Its top-level `params`/`controls` are those of the
+    heaviest bucket (what `ciq-tune apply` prints without a shape); `matrix` holds them all."""
+    from ciq_tune.controls.controls_file import installed_catalog
+
+    matrix = matrix_record(desc, outcomes)
+    main = max(outcomes, key=lambda o: o.group.weight)
+    names = sorted({n for o in outcomes for n in o.winner.get("controls", {})})
+    catalogs = {n: installed_catalog(n, desc.arch) for n in names}
+    first = desc.at_shape(main.group.shapes[0])
+    base, best = main.baseline_values[0], main.winner_values[0]
+    sign = 1 if desc.mode == "min" else -1
+    improvement = None
+    if base and best is not None:
+        improvement = round(100.0 * sign * (base - best) / abs(base), 3)
+    return cf.build(
+        kernel=cf.KernelInfo(
+            name=desc.name,
+            kind=desc.kind,
+            source=source,
+            source_sha256=desc.source_sha256(),
+            entry=desc.entry,
+            arch=desc.arch,
+        ),
+        catalogs=catalogs,
+        controls=main.winner.get("controls", {}),
+        params=main.winner.get("params", {}),
+        benchmark=cf.Benchmark(
+            metric=desc.metric,
+            mode=desc.mode,
+            sizes=first.sizes,
+            shapes={i.name: list(first.shape_of(i)) for i in first.inputs},
+            dtypes={i.name: i.dtype for i in first.inputs},
+        ),
+        scores=cf.Scores(
+            baseline=base, best=best if best is not None else math.nan, improvement_pct=improvement
+        ),
+        gpu=cf.detect_gpu() if desc.kind != "ptx" else None,
+        validation=main.validation.to_dict(),
+        matrix=matrix,
+    )

@@ -1,0 +1,89 @@
+"""End to end on a CPU (Triton's interpreter): a three-shape description tunes with transfer and
+`ciq_tune.runtime` returns each shape's configuration from the controls file."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ciq_tune.cli import main
+from ciq_tune.runtime import load
+
+DATA = Path(__file__).parents[1] / "objectives/data"
+SHAPES = [
+    {"rows": 2, "n_cols": 16},
+    {"rows": 4, "n_cols": 64, "weight": 2},
+    {"rows": 2, "n_cols": 256},
+]
+
+
+def _description(tmp_path: Path) -> Path:
+    data = {
+        "name": "row_scale",
+        "kind": "triton",
+        "source": str(DATA / "row_scale.py"),
+        "entry": "row_scale_kernel",
+        "shapes": SHAPES,
+        "sizes_not_passed": ["rows"],
+        "inputs": [
+            {"name": "x", "shape": ["rows", "n_cols"]},
+            {"name": "y", "shape": ["rows", "n_cols"]},
+        ],
+        "outputs": ["y"],
+        "grid": "(rows,)",
+        "reference": "2.0 * x",
+        "tolerance": {"atol": 1e-6, "rtol": 1e-6},
+        "params": {"BLOCK": {"ordinal": [16, 32, 64]}},
+        "controls": {"triton": {"include": ["num_warps"]}},
+    }
+    path = tmp_path / "row_scale.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.slow
+def test_three_shapes_tune_end_to_end_and_load_per_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    out = tmp_path / "out"
+    args = ["--budget", "4", "--transfer", "0.5", "--num-cpus", "2", "--tracking", "none"]
+    status = main(
+        ["tune", str(_description(tmp_path)), *args, "--validate-top", "0", "--out", str(out)]
+    )
+    assert status == 0
+    path = out / "row_scale.controls.yaml"
+    data = yaml.safe_load(path.read_text())
+    assert data["schema_version"] == 2
+    matrix = data["matrix"]
+    assert matrix["selection"]["mode"] == "per_shape"
+    assert sorted(matrix["selection"]["key"]) == ["n_cols", "rows"]
+    assert [e["shapes"][0]["sizes"] for e in matrix["entries"]] == [
+        {k: v for k, v in s.items() if k != "weight"} for s in SHAPES
+    ]
+    assert [e["shapes"][0]["weight"] for e in matrix["entries"]] == [1.0, 2.0, 1.0]
+    # Transfer: the first bucket searched gets the full budget; the other two half of it, but at
+    # least their starting points (baseline, a neighbour's winner) and one more.
+    assert sorted(e["evaluations"] for e in matrix["entries"]) == [3, 3, 4]
+    for entry in matrix["entries"]:
+        assert entry["shapes"][0]["baseline"] > 0 and entry["shapes"][0]["best"] > 0
+    tuned = load(path)
+    for entry in matrix["entries"]:
+        sizes = entry["shapes"][0]["sizes"]
+        assert tuned.config_for(sizes) == {"params": entry["params"], "controls": entry["controls"]}
+        assert tuned.kwargs_for(sizes)["BLOCK"] == entry["params"]["BLOCK"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        nearest = tuned.config_for({"rows": 4, "n_cols": 60})
+        tuned.config_for({"rows": 4, "n_cols": 60})
+    assert nearest == tuned.config_for({"rows": 4, "n_cols": 64})
+    assert len(caught) == 1 and "not tuned" in str(caught[0].message)
+    assert (
+        main(
+            ["check", str(path), "--description", str(tmp_path / "row_scale.yaml"), "--ignore-gpu"]
+        )
+        == 0
+    )
