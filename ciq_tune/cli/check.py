@@ -29,14 +29,18 @@ def _check_args(parser: argparse.ArgumentParser) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     from ciq_tune.controls import controls_file as cf
+    from ciq_tune.runtime import TunedKernel
     from objectives.description import load_description
 
     loaded = cf.load(args.file)
     source: Path | None = None
     arch = None
+    untuned: list[dict[str, int]] = []
     if args.description is not None:
         desc = load_description(args.description)
         source, arch = desc.source, desc.arch
+        shapes = [s.sizes for s in desc.matrix()]
+        untuned = TunedKernel(loaded, source=str(args.file)).untuned(shapes)
     else:
         recorded = Path(loaded.kernel.source)
         candidate = recorded if recorded.is_absolute() else args.file.parent / recorded
@@ -48,6 +52,11 @@ def _check(args: argparse.Namespace) -> int:
         check_gpu=not args.ignore_gpu,
         vendor_controls_files=args.vendor_controls,
     )
+    reasons += [
+        f"shape {sizes} of the description was never tuned (at launch it would take another "
+        "shape's configuration)"
+        for sizes in untuned
+    ]
     if reasons:
         for reason in reasons:
             print(f"MISMATCH: {reason}")
@@ -63,8 +72,9 @@ register(
         "check",
         "exit non-zero when a controls file no longer matches toolchain, GPU or kernel",
         "For CI: compare a controls file with the installed compilers (versions and options),\n"
-        "the GPU and the kernel source. Prints one MISMATCH line per reason and exits 1, or OK\n"
-        "and 0.\n\n"
+        "the GPU, the kernel source and (with --description) the shapes it lists, every one\n"
+        "of which must have been tuned. Prints one MISMATCH line per reason and exits 1, or\n"
+        "OK and 0.\n\n"
         "  ciq-tune check spill.controls.yaml --description examples/kernels/ptx/spill.yaml",
         _check_args,
         _check,

@@ -68,6 +68,19 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="timed repetitions of each side per candidate (default %(default)s)",
     )
+    parser.add_argument(
+        "--transfer",
+        type=float,
+        default=0.25,
+        metavar="FRACTION",
+        help="a description with `shapes`: each bucket after the first starts from its nearest "
+        "tuned neighbours' winners with FRACTION of --budget (default %(default)s)",
+    )
+    parser.add_argument(
+        "--no-transfer",
+        action="store_true",
+        help="a description with `shapes`: tune every bucket independently with --budget",
+    )
     add_verbose(parser)
 
 
@@ -109,10 +122,14 @@ def _tune(args: argparse.Namespace) -> int:
     check_num_cpus(args.num_cpus)
     settings = validation_config(args.validate_repetitions)
     desc = load_description(args.description)
+    if desc.shapes:
+        from ciq_tune.cli._matrix import tune_matrix_command
+
+        return tune_matrix_command(args, desc, settings)
     space = make_search_space(desc)
     points = starting_points(desc, space)
     args.out.mkdir(parents=True, exist_ok=True)
-    _write_run_settings(args)
+    write_run_settings(args)
     ray_init(args.address, args.num_cpus, args.verbose)
     try:
         placement = place_trials(desc.kind, args.trials_per_gpu)
@@ -250,7 +267,7 @@ def write_outputs(
         kernel=cf.KernelInfo(
             name=desc.name,
             kind=desc.kind,
-            source=_relative(desc.source, out),
+            source=relative_path(desc.source, out),
             source_sha256=desc.source_sha256(),
             entry=desc.entry,
             arch=desc.arch,
@@ -285,7 +302,7 @@ VALIDATION_FILE = "validation.json"
 """The end-of-search validation of a `tune` output folder (`ciq-tune report` shows it)."""
 
 
-def _write_run_settings(args: argparse.Namespace) -> None:
+def write_run_settings(args: argparse.Namespace) -> None:
     settings = {
         "description": str(args.description.resolve()),
         "budget": args.budget,
@@ -296,6 +313,7 @@ def _write_run_settings(args: argparse.Namespace) -> None:
         "trials_per_gpu": args.trials_per_gpu,
         "validate_top": args.validate_top,
         "validate_repetitions": args.validate_repetitions,
+        "transfer": None if args.no_transfer else args.transfer,
     }
     (args.out / RUN_SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
 
@@ -328,7 +346,7 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _relative(path: Path, start: Path) -> str:
+def relative_path(path: Path, start: Path) -> str:
     """`path` relative to `start` when possible (the controls file stays movable with it)."""
     return os.path.relpath(path.resolve(), start.resolve())
 
