@@ -164,3 +164,17 @@ def test_group_trainable_scores_relative_geomean_with_the_worst_shape_guard(
     assert slow["status"] == GUARD_STATUS and math.isnan(slow[GROUP_METRIC])
     with pytest.raises(ValueError, match="baseline"):
         make_group_trainable(desc, group, None, make_trainable=fake)
+
+
+@pytest.mark.parametrize(
+    ("name", "n_shapes", "n_buckets"),
+    [("matmul_llm", 12, 12), ("matmul_llm_bf16", 12, 12), ("attention_seqlens", 6, 6)],
+)
+def test_workload_examples_load(name: str, n_shapes: int, n_buckets: int) -> None:
+    desc = load_description(DATA.parents[2] / f"examples/kernels/triton/{name}.yaml")
+    assert len(desc.matrix()) == n_shapes
+    order = schedule(group_shapes(desc))
+    assert len(order) == n_buckets
+    # Every bucket after the first has a tuned neighbour at most a factor of 8 away.
+    for i in range(1, len(order)):
+        assert min(order[i].distance(t) for t in order[:i]) <= 3.0

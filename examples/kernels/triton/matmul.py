@@ -1,4 +1,4 @@
-"""fp16 matrix product C = A·B (row-major, contiguous) as a tiled Triton kernel with grouped order.
+"""fp16/bf16 matrix product C = A·B (row-major, contiguous), a tiled Triton kernel, grouped order.
 
 Launch convention of ciq-tune's Triton objective: tensors in the order of the description's
 `inputs`, then the `sizes` and the kernel parameters as keyword arguments (by name).
@@ -50,5 +50,4 @@ def matmul_kernel(
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
-    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(tl.float16), mask=mask)
-
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty), mask=mask)
