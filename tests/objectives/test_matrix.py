@@ -175,6 +175,7 @@ def test_workload_examples_load(name: str, n_shapes: int, n_buckets: int) -> Non
     assert len(desc.matrix()) == n_shapes
     order = schedule(group_shapes(desc))
     assert len(order) == n_buckets
-    # Every bucket after the first has a tuned neighbour at most a factor of 8 away.
+    # Every bucket after the first has a tuned neighbour at most one step of the matrix away
+    # (M goes 1, 16, 128, …: a factor of 16 at most).
     for i in range(1, len(order)):
-        assert min(order[i].distance(t) for t in order[:i]) <= 3.0
+        assert min(order[i].distance(t) for t in order[:i]) <= 4.0
