@@ -214,6 +214,7 @@ def _load(
     block = (*dims.get("block", (1,)), 1, 1)[:3]
     sizes = [np.int32(v) for v in desc.launch_sizes().values()]
     args_by_ptrs: dict[tuple[int, ...], tuple[Any, ...]] = {}
+    streams: dict[int, Any] = {}
 
     def launch(tensors: Mapping[str, Any]) -> None:
         # Kernel arguments are prepared once per input set: host work inside the timed region
@@ -222,6 +223,12 @@ def _load(
         args = args_by_ptrs.get(ptrs)
         if args is None:
             args = args_by_ptrs[ptrs] = (*(np.uint64(p) for p in ptrs), *sizes)
-        kernel(grid, block, args)
+        # On torch's current stream, so that the launch is ordered with torch's work (events,
+        # L2 flush) and can be captured into a CUDA graph (objectives.graph_timing).
+        handle = torch.cuda.current_stream().cuda_stream
+        stream = streams.get(handle)
+        if stream is None:
+            stream = streams[handle] = cupy.cuda.ExternalStream(handle)
+        kernel(grid, block, args, stream=stream)
 
     return launch

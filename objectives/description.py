@@ -183,6 +183,19 @@ class Selection(_Strict):
         return self
 
 
+class Alternative(_Strict):
+    """The vendor or library implementation a tuned kernel is compared with.
+
+    Attributes:
+        name: What it is called in reports (``"cuBLAS (torch.matmul)"``).
+        expression: A Python expression over the non-output inputs, the `sizes`, ``torch`` and
+            ``math`` whose value is the output (``"torch.matmul(a, b)"``).
+    """
+
+    name: str
+    expression: str
+
+
 class KernelDescription(_Strict):
     """A kernel to tune, as read from a description file (YAML or JSON).
 
@@ -210,6 +223,8 @@ class KernelDescription(_Strict):
     grid: str | None = None
     block: str | None = None
     reference: str | None = None
+    # The vendor or library implementation to compare with (`ciq-tune verify`, the GPU suite).
+    alternative: Alternative | None = None
     tolerance: Tolerance = Field(default_factory=Tolerance)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     # Known-good configurations evaluated right after the baseline (warm start), each

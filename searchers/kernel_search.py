@@ -6,16 +6,24 @@ budgets, output folders and what they do with the results.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import time
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import ray
 from ray import tune
 
 from ciq_tune.space import SearchSpace
+from ciq_tune.validation.noise_aware import CONFIRM_ROUNDS
+from ciq_tune.validation.noise_aware import NOISE
+from ciq_tune.validation.noise_aware import PATIENCE
 from searchers.compileiq_searcher import CompileIQSearcher
+from searchers.noise_aware import noise_aware
 from searchers.placement import Placement
 from searchers.placement import plan_placement
 
@@ -75,3 +83,138 @@ def kernel_tuner(
         run_config=run_config,
     )
     return tuner, searcher
+
+
+# Result keys kept from every trial of `run_search` (metrics of the objectives and of Ray).
+TRIAL_KEYS = (
+    "status",
+    "error",
+    "iqr_ms",
+    "cv",
+    "n",
+    "sm_clock_mhz",
+    "temperature_c",
+    "search_rounds",
+    "first_round",
+    "compile_s",
+    "gpu_s",
+    "gpu_wait_s",
+    "worker_spawn_s",
+    "wall_s",
+    "time_total_s",
+    "timestamp",
+    "n_regs",
+    "n_spills",
+    "rel_err",
+)
+
+
+@dataclass
+class SearchRun:
+    """A finished kernel search.
+
+    Attributes:
+        trials: one dict per evaluation: ``config``, the metric and `TRIAL_KEYS`.
+        best: the best ``ok`` trial by the search's own (confirmed) value, None when none ran.
+        wall_s: seconds of `Tuner.fit`.
+        placement: how trials were placed.
+    """
+
+    trials: list[dict[str, Any]]
+    best: dict[str, Any] | None
+    wall_s: float
+    placement: Placement
+
+    def top(self, k: int, metric: str, mode: str) -> list[dict[str, Any]]:
+        """The `k` best ``ok`` trials with distinct configurations, best first."""
+        sign = 1 if mode == "min" else -1
+        ok = [t for t in self.trials if t.get("status") == "ok" and _finite(t.get(metric))]
+        out: list[dict[str, Any]] = []
+        for t in sorted(ok, key=lambda t: sign * float(t[metric])):
+            if all(t["config"] != o["config"] for o in out):
+                out.append(t)
+        return out[:k]
+
+
+def run_search(
+    trainable: Callable[[dict[str, Any]], dict[str, Any]],
+    *,
+    space: SearchSpace,
+    metric: str,
+    mode: str,
+    kind: str,
+    budget: int,
+    seed: int,
+    points_to_evaluate: Sequence[Mapping[str, Any]],
+    run_config: tune.RunConfig,
+    trials_per_gpu: int = 1,
+    time_budget_s: float | None = None,
+    noise: NoiseSettings | None = None,
+) -> SearchRun:
+    """One kernel search on the connected Ray cluster, optionally noise-aware.
+
+    Args:
+        trainable: ``trainable(config) -> result`` (`objectives.make_trainable`).
+        space: The search space; `points_to_evaluate` are evaluated first.
+        metric: The result key searched; `mode` its direction.
+        kind: The description's kind (placement: GPU kinds share GPUs).
+        budget: Evaluations (confirmation rounds of a noise-aware search are not counted).
+        seed: The engine's seed.
+        run_config: Ray Tune's run configuration (name, storage); a noise-aware search adds
+            its `ConvergenceStopper` to it.
+        trials_per_gpu: Trials sharing one GPU.
+        time_budget_s: Stop after this many seconds.
+        noise: Confirm candidates within noise of the best and stop on convergence
+            (`searchers.noise_aware`); None: every evaluation is one round.
+    """
+    placement = placement_on_cluster(kind, trials_per_gpu)
+    if noise is not None:
+        trainable, stopper = noise_aware(
+            trainable,
+            metric=metric,
+            mode=mode,
+            noise=noise.noise,
+            confirm_rounds=noise.confirm_rounds,
+            patience=noise.patience,
+        )
+        run_config = dataclasses.replace(run_config, stop=stopper)
+    tuner, _ = kernel_tuner(
+        trainable,
+        placement,
+        space=space,
+        metric=metric,
+        mode=mode,
+        max_evaluations=budget,
+        time_budget_s=time_budget_s,
+        seed=seed,
+        points_to_evaluate=points_to_evaluate,
+        run_config=run_config,
+    )
+    t0 = time.perf_counter()
+    grid = tuner.fit()
+    wall_s = time.perf_counter() - t0
+    trials = []
+    for i in range(len(grid)):
+        metrics = grid[i].metrics or {}
+        record = {"config": grid[i].config, metric: metrics.get(metric)}
+        record.update({k: metrics[k] for k in TRIAL_KEYS if k in metrics})
+        if "error" in record:
+            record["error"] = str(record["error"])[:300]
+        trials.append(record)
+    run = SearchRun(trials=trials, best=None, wall_s=wall_s, placement=placement)
+    top = run.top(1, metric, mode)
+    run.best = top[0] if top else None
+    return run
+
+
+@dataclass(frozen=True)
+class NoiseSettings:
+    """How a search treats timing noise (`searchers.noise_aware.noise_aware`)."""
+
+    noise: float = NOISE
+    confirm_rounds: int = CONFIRM_ROUNDS
+    patience: int = PATIENCE
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)

@@ -9,6 +9,7 @@ from ciq_tune.cli import resume
 from ciq_tune.cli import sample
 from ciq_tune.cli import tune
 from ciq_tune.cli import validate
+from ciq_tune.cli import verify
 from ciq_tune.cli._registry import COMMANDS
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import build_parser
@@ -29,4 +30,5 @@ __all__ = [
     "sample",
     "tune",
     "validate",
+    "verify",
 ]

@@ -282,18 +282,52 @@ def write_outputs(
             shapes={i.name: list(desc.shape_of(i)) for i in desc.inputs},
             dtypes={i.name: i.dtype for i in desc.inputs},
         ),
-        scores=cf.Scores(baseline=baseline, best=best, improvement_pct=improvement),
+        scores=cf.Scores(
+            baseline=baseline,
+            best=best,
+            improvement_pct=improvement,
+            remeasured=_remeasured(validation),
+        ),
         gpu=cf.detect_gpu() if desc.kind != "ptx" else None,
         validation=validation.to_dict(),
     )
     path = cf.write(out / f"{desc.name}.controls.yaml", record)
     (out / VALIDATION_FILE).write_text(json.dumps(validation.to_dict(), indent=2) + "\n")
+    again = record.scores.remeasured
+    remeasured = (
+        ""
+        if again is None
+        else f"re-measured ({again.rounds} interleaved rounds, {100 * again.confidence:.4g} % CI): "
+        f"baseline {again.baseline_median:.4g} [{again.baseline_ci[0]:.4g}, "
+        f"{again.baseline_ci[1]:.4g}], best {again.best_median:.4g} [{again.best_ci[0]:.4g}, "
+        f"{again.best_ci[1]:.4g}], speedup {again.speedup:.4f} [{again.speedup_ci[0]:.4f}, "
+        f"{again.speedup_ci[1]:.4f}]\n"
+    )
     print(
-        f"{len(rows)} evaluations ({len(ok)} ok); {desc.metric}: baseline {baseline}, best "
-        f"{best_metrics[desc.metric]}\n{validation.summary()}\n"
-        f"wrote {path} ({desc.metric} {best} with {json.dumps(best_config)})"
+        f"{len(rows)} evaluations ({len(ok)} ok); {desc.metric} in the search (one round each): "
+        f"baseline {baseline}, best {best_metrics[desc.metric]}\n{validation.summary()}\n"
+        f"{remeasured}wrote {path} ({desc.metric} {best} with {json.dumps(best_config)})"
     )
     return 0
+
+
+def _remeasured(validation: SearchValidation) -> Any:
+    """The winner's re-measured medians and speedup with their CIs, for the controls file."""
+    from ciq_tune.controls import controls_file as cf
+
+    result = None if validation.winner is None else validation.winner.result
+    if result is None:
+        return None
+    return cf.Remeasured(
+        baseline_median=result.baseline.median,
+        baseline_ci=(result.baseline.median_ci_low, result.baseline.median_ci_high),
+        best_median=result.candidate.median,
+        best_ci=(result.candidate.median_ci_low, result.candidate.median_ci_high),
+        speedup=result.speedup,
+        speedup_ci=(result.speedup_ci_low, result.speedup_ci_high),
+        rounds=result.candidate.n,
+        confidence=result.config.confidence,
+    )
 
 
 RUN_SETTINGS = "run.json"

@@ -75,12 +75,37 @@ class Benchmark(_Strict):
     dtypes: dict[str, str] = Field(default_factory=dict)
 
 
+class Remeasured(_Strict):
+    """The shipped configuration and the baseline re-measured after the search: interleaved
+    rounds of the measurement protocol (docs/validation.md), medians with their bootstrap CI.
+    These are the numbers to quote."""
+
+    baseline_median: float
+    baseline_ci: tuple[float, float]
+    best_median: float
+    best_ci: tuple[float, float]
+    speedup: float
+    speedup_ci: tuple[float, float]
+    rounds: int
+    confidence: float
+
+
 class Scores(_Strict):
-    """The tuned value of the metric against the compiler-default baseline."""
+    """The tuned value of the metric against the compiler-default baseline.
+
+    Attributes:
+        baseline: the search's own value of the baseline (one round of the measurement
+            protocol during the search).
+        best: the search's own value of the shipped configuration (optimistic: the best of many
+            noisy rounds is partly the luckiest).
+        improvement_pct: from the search's values.
+        remeasured: both re-measured after the search, with CIs (None when not re-measured).
+    """
 
     baseline: float | None
     best: float
     improvement_pct: float | None = None
+    remeasured: Remeasured | None = None
 
 
 class ControlsFile(_Strict):

@@ -19,6 +19,7 @@ from ciq_tune.validation.statistics import SampleSummary
 from ciq_tune.validation.statistics import ValidationResult
 from ciq_tune.validation.statistics import compare_samples
 from ciq_tune.validation.statistics import format_result
+from ciq_tune.validation.statistics import median_ci
 from ciq_tune.validation.timings_file import load_timings
 from ciq_tune.validation.top_k import CandidateValidation
 from ciq_tune.validation.top_k import Measure
@@ -41,6 +42,7 @@ __all__ = [
     "format_result",
     "load_timings",
     "measure_interleaved",
+    "median_ci",
     "validate",
     "validate_search",
     "validate_top_k",

@@ -28,7 +28,8 @@ Measurement = Literal["interleaved", "samples"]
 
 
 class SampleSummary(BaseModel):
-    """Summary of one side's repetitions (in the unit of the timings, usually ms)."""
+    """Summary of one side's repetitions (in the unit of the timings, usually ms); the median
+    carries its percentile-bootstrap interval (`median_ci`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -39,15 +40,20 @@ class SampleSummary(BaseModel):
     cv: float
     min: float
     max: float
+    median_ci_low: float
+    median_ci_high: float
 
     @classmethod
-    def of(cls, values: np.ndarray) -> SampleSummary:
+    def of(cls, values: np.ndarray, config: ValidationConfig) -> SampleSummary:
         mean = float(np.mean(values))
         std = float(np.std(values, ddof=1))
+        low, high = median_ci(values.tolist(), config=config)
         return cls(
             n=int(values.size),
             mean=mean,
             median=float(np.median(values)),
+            median_ci_low=low,
+            median_ci_high=high,
             std=std,
             cv=std / mean,
             min=float(np.min(values)),
@@ -178,11 +184,37 @@ def compare_samples(
         p_value=p_value,
         test=test,
         cohens_d=float(cohens_d),
-        baseline=SampleSummary.of(b),
-        candidate=SampleSummary.of(c),
+        baseline=SampleSummary.of(b, config),
+        candidate=SampleSummary.of(c, config),
         measurement=measurement,
         config=config,
     )
+
+
+def median_ci(
+    values: Sequence[float], *, config: ValidationConfig | None = None
+) -> tuple[float, float]:
+    """Percentile-bootstrap confidence interval of the median of `values` (one side's rounds),
+    at `config.confidence` with `config.n_bootstrap` resamples: the interval every published
+    re-measured median carries.
+
+    Raises:
+        MeasurementError: fewer than 3 values, or a non-finite or non-positive one.
+    """
+    from scipy import stats
+
+    config = config or ValidationConfig()
+    array = _checked("values", values)
+    boot = stats.bootstrap(
+        (array,),
+        np.median,
+        n_resamples=config.n_bootstrap,
+        vectorized=True,
+        confidence_level=config.confidence,
+        method="percentile",
+        rng=np.random.default_rng(config.seed),
+    )
+    return float(boot.confidence_interval.low), float(boot.confidence_interval.high)
 
 
 def _wilcoxon(gains: np.ndarray) -> float:

@@ -1,0 +1,80 @@
+"""Noise-aware bookkeeping of a search's best value: confirm before crowning, stop on convergence.
+
+A search's best is the minimum of many noisy rounds, so a candidate that comes within noise of
+the best is partly lucky; like Helion's autotuner, such a candidate is re-measured (a few more
+rounds, its value becomes their median) before it can become the best. A search has converged
+when nothing has beaten the best by more than the noise for `patience` evaluations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+# Relative spread of one round's value between rounds (do_bench medians: ~1-2.5 % CV).
+NOISE = 0.02
+# Extra rounds of a candidate that comes within NOISE of the best; its value is their median.
+CONFIRM_ROUNDS = 2
+# Evaluations without an improvement beyond NOISE after which a search stops (0: never).
+PATIENCE = 0
+
+
+@dataclass
+class NoiseAwareBest:
+    """The best value so far, with the rules above.
+
+    Attributes:
+        mode: "min" (times) or "max".
+        noise: relative noise of one round (`NOISE`).
+        patience: evaluations without a beyond-noise improvement before `converged` (0: never).
+        best: the best (confirmed) value so far, None before the first.
+        since_improvement: evaluations since the best last improved by more than `noise`.
+    """
+
+    mode: Literal["min", "max"] = "min"
+    noise: float = NOISE
+    patience: int = PATIENCE
+    best: float | None = None
+    since_improvement: int = 0
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.noise < 1) or self.patience < 0:
+            raise ValueError(
+                f"`noise` must be in [0, 1) and `patience` >= 0, got noise={self.noise}, "
+                f"patience={self.patience}"
+            )
+
+    def _better(self, value: float, than: float) -> bool:
+        return value < than if self.mode == "min" else value > than
+
+    def near_best(self, value: float) -> bool:
+        """Whether `value` (one round) is within noise of the best or better: re-measure it
+        before it counts. The first value is the best by definition and needs no confirmation."""
+        if self.best is None or not math.isfinite(value):
+            return False
+        margin = (
+            self.best * (1 + self.noise) if self.mode == "min" else self.best / (1 + self.noise)
+        )
+        return not self._better(margin, value)
+
+    def record(self, value: float) -> bool:
+        """Count one evaluation's (confirmed) value; True when it beat the best by more than
+        the noise (the convergence counter restarts)."""
+        if not math.isfinite(value):
+            self.since_improvement += 1
+            return False
+        if self.best is None:
+            self.best = value
+            return True
+        clear = self.best / (1 + self.noise) if self.mode == "min" else self.best * (1 + self.noise)
+        improved = self._better(value, clear)
+        if self._better(value, self.best):
+            self.best = value
+        self.since_improvement = 0 if improved else self.since_improvement + 1
+        return improved
+
+    @property
+    def converged(self) -> bool:
+        """`patience` evaluations in a row have not beaten the best by more than the noise."""
+        return self.patience > 0 and self.since_improvement >= self.patience

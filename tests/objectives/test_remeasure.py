@@ -1,0 +1,74 @@
+"""Re-measurement and verification under Triton's interpreter (host clock, tiny sizes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SOFTMAX = REPO / "examples/kernels/triton/softmax.yaml"
+
+
+def _run(body: str) -> dict:
+    # In a subprocess: the interpreter must be on before the kernel module is imported.
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        from objectives import load_description
+        desc = load_description({str(SOFTMAX)!r})
+        desc = desc.model_copy(update={{"sizes": {{"M": 37, "N": 100, "BLOCK_N": 128,
+                                                  "NUM_SMS": 3}}}})
+        default = {{"params": {{"ROWS": 1, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 4,
+                                "num_warps": 8}}}}
+        tuned = {{"params": {{"ROWS": 2, "PROGRAMS_PER_SM": 1, "LOOP_STAGES": 2,
+                              "num_warps": 8}}}}
+        """
+    ) + textwrap.dedent(body)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_remeasure_checks_then_compares_every_variant_with_the_reference():
+    record = _run(
+        """
+        from objectives.remeasure import remeasure
+        # A configuration naming an unknown parameter: refused, not timed.
+        broken = {"params": {**tuned["params"], "bogus": 1}}
+        record = remeasure(desc, {"default": default, "tuned": tuned, "broken": broken,
+                                  "alternative": None}, rounds=4, warmup_rounds=1, device="cpu")
+        json.dump(record, sys.stdout, default=str)
+        """
+    )
+    assert set(record["variants"]) == {"default", "tuned", "alternative"}
+    assert "bogus" in record["skipped"]["broken"]
+    assert set(record["comparisons"]) == {"tuned_vs_default", "tuned_vs_alternative"}
+    for stats in record["variants"].values():
+        assert len(stats["samples_ms"]) == 4 and stats["median_ms"] > 0
+        assert stats["median_ci_low_ms"] <= stats["median_ms"] <= stats["median_ci_high_ms"]
+    comparison = record["comparisons"]["tuned_vs_default"]
+    assert comparison["test"] == "wilcoxon" and comparison["measurement"] == "interleaved"
+    # Two comparisons: Bonferroni halves alpha.
+    assert comparison["config"]["alpha"] == 0.025
+    assert record["timer"] == "host" and record["protocol"]["rep_ms"] == 40.0
+
+
+def test_verify_config_measures_tuned_baseline_and_alternative_by_the_protocol():
+    record = _run(
+        """
+        from objectives.verify import format_verification, verify_config
+        record = verify_config(desc, tuned, rounds=3, warmup_rounds=0, device="cpu")
+        print(format_verification(record))
+        json.dump(record, sys.stdout, default=str)
+        """
+    )
+    assert set(record["protocol"]["variants"]) == {"tuned", "baseline", "alternative"}
+    assert record["cuda_graph"] is None and record["agreement"] == {}
+    assert record["alternative"] == "torch.softmax"
