@@ -1,10 +1,15 @@
-"""False-accept and false-reject rates of `ciq_tune.validation.validate` on synthetic timings.
+"""False-accept and false-reject rates of `ciq_tune.validation` on synthetic or recorded noise.
 
-Each trial re-measures a synthetic baseline and candidate whose true ratio is known: 1.00
-(the candidate's "speedup" is only noise; KEPT is a false accept) or 1.03 (a real 3 % speedup;
-REJECTED is a false reject). Noise models follow the H100 facts in docs/validation.md.
+Each trial re-measures a baseline and a candidate whose true ratio is known: 1.00 (the
+candidate's "speedup" is only noise; KEPT is a false accept) or 1.03 (a real 3 % speedup;
+REJECTED is a false reject). Synthetic noise models follow the H100 facts in docs/validation.md;
+recorded noise replays GPU rounds: `bench.trust` re-measures each kernel's default configuration
+twice, interleaved, so its pairs of rounds are pairs of identical configurations measured on one
+GPU at one time (shared drift included). A replayed trial draws `repetitions` such pairs with
+replacement; the 3 % case divides the candidate's rounds by 1.03.
 
     python -m bench.validation_power --trials 500 --out docs/validation_power.json
+    python -m bench.validation_power --recorded docs/data/h200_trust_*.json --trials 1000
 """
 
 from __future__ import annotations
@@ -97,7 +102,54 @@ def trial(
         for _ in range(config.warmup):
             cand()
         c = [cand() for _ in range(config.repetitions)]
-    return compare_samples(b, c, config=config).kept
+    return compare_samples(
+        b, c, config=config, measurement="interleaved" if interleaved else "samples"
+    ).kept
+
+
+def recorded_pairs(paths: list[Path]) -> list[np.ndarray]:
+    """Per kernel, the (rounds × 2) array of the default configuration's two interleaved copies
+    in a `bench.trust` record."""
+    pools = []
+    for path in paths:
+        variants = json.loads(path.read_text())["remeasure"]["variants"]
+        a, b = variants["default"]["samples_ms"], variants["default_again"]["samples_ms"]
+        pools.append(np.column_stack([a, b]).astype(float))
+    return pools
+
+
+def replay(pool: np.ndarray, ratio: float, config: ValidationConfig, seed: int) -> bool:
+    """One validation on recorded pairs of identical configurations; True when KEPT."""
+    rng = np.random.default_rng(seed)
+    rows = pool[rng.integers(0, len(pool), size=config.repetitions)]
+    return compare_samples(
+        rows[:, 0].tolist(), (rows[:, 1] / ratio).tolist(), config=config, measurement="interleaved"
+    ).kept
+
+
+def replay_rates(paths: list[Path], trials: int, repetitions: list[int]) -> list[dict[str, Any]]:
+    """False-accept and false-reject rates per repetition count, trials spread over kernels."""
+    pools = recorded_pairs(paths)
+    rows = []
+    for reps in repetitions:
+        config = ValidationConfig(repetitions=reps)
+        row: dict[str, Any] = {"scenario": "recorded", "repetitions": reps, "kernels": len(pools)}
+        for label, ratio in (("false_accept", 1.0), ("false_reject", TRUE_SPEEDUP)):
+            kept = sum(
+                replay(pools[seed % len(pools)], ratio, config, seed) for seed in range(trials)
+            )
+            row[label] = rate(kept if ratio == 1.0 else trials - kept, trials)
+        cv = [float(np.std(np.log(p[:, 0] / p[:, 1]), ddof=1)) for p in pools]
+        row["pair_log_ratio_sd"] = cv
+        rows.append(row)
+        fa, fr = row["false_accept"], row["false_reject"]
+        print(
+            f"recorded ({len(pools)} kernels) n={reps:3d}  false accept {100 * fa['rate']:5.1f}% "
+            f"[{100 * fa['ci_low']:.1f}, {100 * fa['ci_high']:.1f}]  false reject "
+            f"{100 * fr['rate']:5.1f}% [{100 * fr['ci_low']:.1f}, {100 * fr['ci_high']:.1f}]",
+            flush=True,
+        )
+    return rows
 
 
 def rate(hits: int, n: int) -> dict[str, float]:
@@ -111,7 +163,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=500, help="trials per cell")
     parser.add_argument("--repetitions", type=int, nargs="+", default=[10, 20, 30, 50])
     parser.add_argument("--out", type=Path, help="write the table as JSON here")
+    parser.add_argument(
+        "--recorded",
+        type=Path,
+        nargs="+",
+        help="replay the identical-configuration rounds of these bench.trust records instead",
+    )
     args = parser.parse_args(argv)
+    if args.recorded:
+        rows = replay_rates(args.recorded, args.trials, args.repetitions)
+        if args.out is not None:
+            payload = {
+                "trials": args.trials,
+                "true_speedup": TRUE_SPEEDUP,
+                "recorded": [str(p) for p in args.recorded],
+                "rows": rows,
+            }
+            args.out.write_text(json.dumps(payload, indent=2) + "\n")
+        return 0
     cells = [("normal", reps, True) for reps in args.repetitions]
     default_reps = ValidationConfig().repetitions
     cells += [(name, default_reps, True) for name in SCENARIOS if name != "normal"]

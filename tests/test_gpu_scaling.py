@@ -1,24 +1,10 @@
-"""scripts/gpu/scaling.py on a CPU: the rates and efficiencies it derives from a run's trials."""
+"""bench/scaling.py on a CPU: the rates and efficiencies it derives from a run's trials."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
-SCALING = Path(__file__).resolve().parents[1] / "scripts/gpu/scaling.py"
-
-
-def _scaling() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ciq_gpu_scaling", SCALING)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from bench import scaling
 
 
 def test_timeouts_leave_the_rate_with_the_slot_time_they_held():
@@ -28,7 +14,7 @@ def test_timeouts_leave_the_rate_with_the_slot_time_they_held():
         {"status": "timeout", "time_total_s": 30.0},
         {"status": "compile_error", "time_total_s": 1.0},
     ]
-    out = _scaling().without_timeouts(trials, wall_s=40.0, concurrency=2)
+    out = scaling.without_timeouts(trials, wall_s=40.0, concurrency=2)
     assert out["timeouts"] == 2 and out["timeout_s"] == 60.0
     # 60 slot-seconds over 2 slots = 30 s of the 40 s wall: 2 evaluations in 10 s.
     assert out["evals_per_min_without_timeouts"] == pytest.approx(12.0)
@@ -37,7 +23,7 @@ def test_timeouts_leave_the_rate_with_the_slot_time_they_held():
 def test_a_run_of_only_timeouts_has_no_rate_without_them():
     trials = [{"status": "timeout", "time_total_s": 30.0}]
     assert (
-        _scaling().without_timeouts(trials, wall_s=30.0, concurrency=1)[
+        scaling.without_timeouts(trials, wall_s=30.0, concurrency=1)[
             "evals_per_min_without_timeouts"
         ]
         is None
@@ -50,6 +36,6 @@ def test_efficiency_against_the_one_slot_run_with_and_without_timeouts():
         {"slots": 2, "evals_per_min": 30.0, "evals_per_min_without_timeouts": 30.0},
         {"slots": 4, "evals_per_min": 40.0, "evals_per_min_without_timeouts": None},
     ]
-    _scaling().add_efficiency(runs)
+    scaling.add_efficiency(runs)
     assert [r["efficiency"] for r in runs] == [1.0, 1.5, 1.0]
     assert [r["efficiency_without_timeouts"] for r in runs] == [1.0, 0.75, None]

@@ -1,31 +1,20 @@
-"""scripts/gpu/suite.py on a CPU: its table, its arguments, and its steps under the interpreter."""
+"""bench/gpu_suite.py on a CPU: its table, its arguments, and its steps under the interpreter."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from bench import gpu_suite
+
 REPO = Path(__file__).resolve().parents[1]
-SUITE = REPO / "scripts/gpu/suite.py"
-
-
-def _suite() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ciq_gpu_suite", SUITE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered first: its dataclasses look their module up while being created.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _comparison(speedup: float, low: float, high: float, verdict: str) -> dict[str, Any]:
@@ -40,7 +29,7 @@ def _comparison(speedup: float, low: float, high: float, verdict: str) -> dict[s
 
 
 def test_markdown_reports_every_variant_and_the_vendor_bound():
-    suite = _suite()
+    suite = gpu_suite
     stats = {"median_ms": 0.2, "iqr_ms": 0.004, "rate": 687.0}
     record = {
         "kernel": "matmul",
@@ -103,35 +92,33 @@ def test_markdown_reports_every_variant_and_the_vendor_bound():
 )
 def test_bad_arguments_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit):
-        _suite().parse_args(["--kernel", "softmax", "--out", "/tmp/x", *argv])
+        gpu_suite.parse_args(["--kernel", "softmax", "--out", "/tmp/x", *argv])
     assert message in capsys.readouterr().err
 
 
 def test_remeasure_checks_and_compares_every_variant_under_the_interpreter(tmp_path):
     # In a subprocess: the interpreter must be on before the kernel module is imported.
     script = textwrap.dedent(
-        f"""
-        import importlib.util, json, sys
-        spec = importlib.util.spec_from_file_location("suite", {str(SUITE)!r})
-        suite = sys.modules["suite"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(suite)
+        """
+        import json, sys
+        from bench import gpu_suite as suite
         kernel = suite.KERNELS["softmax"]
         desc = suite.load_kernel_description(kernel, dry_run=True)
-        default = {{"params": {{"ROWS": 1, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 4,
-                                "num_warps": 8}}}}
-        tuned = {{"params": {{"ROWS": 2, "PROGRAMS_PER_SM": 1, "LOOP_STAGES": 2,
-                              "num_warps": 8}}}}
+        default = {"params": {"ROWS": 1, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 4,
+                                "num_warps": 8}}
+        tuned = {"params": {"ROWS": 2, "PROGRAMS_PER_SM": 1, "LOOP_STAGES": 2,
+                              "num_warps": 8}}
         # A configuration whose grid cannot cover the rows: it must be refused, not timed.
-        broken = {{"params": {{"ROWS": 1, "PROGRAMS_PER_SM": 1, "LOOP_STAGES": 1,
-                               "num_warps": 2, "bogus": 1}}}}
+        broken = {"params": {"ROWS": 1, "PROGRAMS_PER_SM": 1, "LOOP_STAGES": 1,
+                               "num_warps": 2, "bogus": 1}}
         record = suite.run_remeasure(
-            desc, kernel, {{"default": default, "tuned": tuned, "broken": broken,
-                            "vendor": None}},
+            desc, kernel, {"default": default, "tuned": tuned, "broken": broken,
+                            "vendor": None},
             rounds=3, warmup_rounds=0, device="cpu")
         json.dump(record, sys.stdout, default=str)
         """
     )
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
     out = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
     )

@@ -14,12 +14,12 @@ and ``<out>.md`` are rewritten after every step, so a timeout keeps what was don
 
   tests      pytest -m gpu tests/objectives/test_helion.py (log: ``<out>_tests.log``)
   ciq        Ray Tune + CompileIQSearcher over the space derived from Helion's config spec,
-             warm-started at Helion's default Config (``scripts/gpu/tune.py: search``)
+             warm-started at Helion's default Config (``searchers.kernel_search.run_search``)
   helion     Helion's own autotuner (``HELION_AUTOTUNE_EFFORT=quick``) on the same kernel and
              shape, in a fresh process as a user runs it (log: ``<out>_autotune.log``)
-  remeasure  Helion's default, ciq-tune's best, Helion's best and torch.matmul interleaved
-             (``tune.py: remeasure``), with Welch's p-value, Cohen's d and a bootstrap CI of
-             each speedup (``ciq_tune.validation.compare_samples``)
+  remeasure  Helion's default, ciq-tune's best, Helion's best and torch.matmul (the
+             description's alternative) interleaved (``objectives.remeasure``), with the paired
+             statistics of each speedup (``ciq_tune.validation.compare_samples``)
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import tune as gpu_tune  # scripts/gpu/tune.py, beside this file
-
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import compare_samples
 from objectives import load_description
 from objectives import make_search_space
+from objectives import make_trainable
 from objectives import starting_points
+from objectives.remeasure import ALTERNATIVE
+from objectives.remeasure import remeasure
 
 ROOT = Path(__file__).resolve().parents[2]
 DESCRIPTION = str(ROOT / "examples/kernels/helion/matmul.yaml")
@@ -53,7 +53,7 @@ STEPS = ("tests", "ciq", "helion", "remeasure")
 COMPARISONS = (
     ("ciq_best", "default"),
     ("ciq_best", "helion_autotune"),
-    ("ciq_best", "torch_matmul"),
+    ("ciq_best", "alternative"),
     ("helion_autotune", "default"),
 )
 _AUTOTUNE_DONE = re.compile(r"Autotuning complete in ([\d.]+)s after searching (\d+) configs")
@@ -79,6 +79,9 @@ def run_gpu_tests(out: Path, timeout_s: float) -> dict[str, Any]:
 def search_with_ciq(desc_path: str, evals: int, budget_s: float, seed: int) -> dict[str, Any]:
     """Derive the space (timed), then tune through Ray Tune from Helion's default Config."""
     import ray
+    from ray import tune
+
+    from searchers.kernel_search import run_search
 
     desc = load_description(desc_path)
     t0 = time.perf_counter()
@@ -87,13 +90,32 @@ def search_with_ciq(desc_path: str, evals: int, budget_s: float, seed: int) -> d
     default = starting_points(desc, space)[0]
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     try:
-        report = gpu_tune.search(desc_path, evals, default, seed, budget_s)
+        run = run_search(
+            make_trainable(desc),
+            space=space,
+            metric=desc.metric,
+            mode=desc.mode,
+            kind=desc.kind,
+            budget=evals,
+            seed=seed,
+            points_to_evaluate=[default],
+            run_config=tune.RunConfig(verbose=0, storage_path="/tmp/ciq-ray"),
+            time_budget_s=budget_s,
+        )
     finally:
         ray.shutdown()
     statuses: dict[str, int] = {}
-    for trial in report["trials"]:
+    for trial in run.trials:
         statuses[trial["status"]] = statuses.get(trial["status"], 0) + 1
-    return {**report, "default": default, "derive_s": derive_s, "statuses": statuses}
+    return {
+        "trials": run.trials,
+        "best": run.best,
+        "search_wall_s": run.wall_s,
+        "n_trials": len(run.trials),
+        "default": default,
+        "derive_s": derive_s,
+        "statuses": statuses,
+    }
 
 
 def autotune_with_helion(desc_path: str, out: Path, timeout_s: float, seed: int) -> dict[str, Any]:
@@ -152,9 +174,17 @@ def remeasure_variants(desc_path: str, report: dict[str, Any], rounds: int) -> d
         variants["ciq_best"] = ciq["best"]["config"]
     if "helion_config" in report.get("helion", {}):
         variants["helion_autotune"] = {"helion_config": report["helion"]["helion_config"]}
-    variants["torch_matmul"] = None
-    measured = gpu_tune.remeasure(desc_path, variants, rounds)
-    stats = ValidationConfig(repetitions=rounds)
+    variants[ALTERNATIVE] = None
+    record = remeasure(
+        load_description(desc_path),
+        variants,
+        rounds=rounds,
+        warmup_rounds=3,
+        device="cuda",
+        reference="ciq_best" if "ciq_best" in variants else "default",
+    )
+    measured = record["variants"]
+    stats = ValidationConfig().corrected(len(COMPARISONS))
     comparisons = {}
     for candidate, baseline in COMPARISONS:
         if candidate in measured and baseline in measured:
@@ -165,7 +195,7 @@ def remeasure_variants(desc_path: str, report: dict[str, Any], rounds: int) -> d
                 measurement="interleaved",
             )
             comparisons[f"{candidate}_vs_{baseline}"] = result.to_dict()
-    return {"variants": measured, "comparisons": comparisons}
+    return {"variants": measured, "comparisons": comparisons, "skipped": record["skipped"]}
 
 
 def markdown(report: dict[str, Any], desc_path: str) -> str:
@@ -201,7 +231,7 @@ def markdown(report: dict[str, Any], desc_path: str) -> str:
         )
     lines += [
         "",
-        "| comparison | speedup | 95% CI | Welch p | Cohen's d | verdict |",
+        "| comparison | speedup | 95% CI | Wilcoxon p | effect d | verdict |",
         "|---|---|---|---|---|---|",
     ]
     for name, c in report.get("remeasure", {}).get("comparisons", {}).items():

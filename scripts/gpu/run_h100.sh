@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device run (H100): environment, GPU-marked tests, Triton matmul and CUDA row-sum searches
-# through Ray Tune + CompileIQSearcher with interleaved re-measurement. Run from the repo root
+# and their interleaved re-measurement (bench/trust.py). Run from the repo root
 # with .whl carried (see ../shared/tools/gpu-wheels.sh); results go to $OUT.
 #   bash scripts/gpu/run_h100.sh MATMUL_EVALS CUDA_EVALS [steps: env,tests,matmul,cuda]
 set -uo pipefail
@@ -22,16 +22,10 @@ if [[ $STEPS == *tests* ]]; then
     | tee "$OUT/gpu_tests.log" | tail -25
 fi
 if [[ $STEPS == *matmul* ]]; then
-  timeout 290 python3 scripts/gpu/tune.py examples/kernels/triton/matmul.yaml \
-    --evals "$MM_EVALS" --budget-s "${MM_BUDGET:-200}" --cublas --out "$OUT/matmul" \
-    --default '{"params": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8},
-                "controls": {"triton": {"num_warps": 4, "num_stages": 3}}}' 2>&1 \
+  timeout 290 python3 -m bench.trust --kernels matmul --budget "$MM_EVALS" --out "$OUT" 2>&1 \
     | grep -v -E "WARNING|INFO|^\s*$" | tee "$OUT/matmul.log" | tail -20
 fi
 if [[ $STEPS == *cuda* ]]; then
-  timeout 170 python3 scripts/gpu/tune.py examples/kernels/cuda/row_sum.yaml \
-    --evals "$CU_EVALS" --budget-s "${CU_BUDGET:-100}" --out "$OUT/row_sum" \
-    --default '{"params": {"BLOCK": 256, "ROWS": 1, "VEC": 1, "UNROLL": 1},
-                "controls": {"nvcc": {}}}' 2>&1 \
+  timeout 170 python3 -m bench.trust --kernels row_sum --budget "$CU_EVALS" --out "$OUT" 2>&1 \
     | grep -v -E "WARNING|INFO|^\s*$" | tee "$OUT/row_sum.log" | tail -20
 fi
