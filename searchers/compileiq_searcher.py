@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -31,6 +32,7 @@ from ciq_tune.engine import EngineConfig
 from ciq_tune.engine import Objective
 from ciq_tune.engine import SearchResults
 from ciq_tune.engine import create_engine
+from ciq_tune.errors import ConstraintError
 from ciq_tune.errors import StateError
 from ciq_tune.results import OK
 
@@ -42,6 +44,9 @@ _TUNE_KEY_PREFIXES = ("time", "date", "node", "pid", "hostname", "done", "trial_
 _STRICT_METRIC_SWITCH = "TUNE_DISABLE_STRICT_METRIC_CHECKING"
 # Values a log-integer domain is discretised into at most when converted from Ray Tune.
 LOG_INTEGER_VALUES = 32
+# With no budget and no positive `num_samples` from Tune, the search stops after this many
+# generations without a better result (its convergence stop; it would otherwise never end).
+CONVERGENCE_GENERATIONS = 20
 
 
 class CompileIQSearcher(Searcher):
@@ -50,15 +55,26 @@ class CompileIQSearcher(Searcher):
 
     Args:
         space: a dict of `ciq_tune.space` primitives (nested dicts/lists allowed), a
-            `SearchSpace`, or Ray Tune domains; or None to take Tune's `param_space`.
+            `SearchSpace`, or Ray Tune domains; or None to take the Ray Tune domains of
+            Tune's `param_space`. Both may be given: the Ray Tune domains of `param_space`
+            join the `space=` parameters (a name in both is an error). `ciq_tune.space`
+            primitives go in `space=`: Tune replaces objects that are not Ray Tune domains
+            by placeholders before a searcher sees `param_space`.
         metric: the metric to optimise, or a list of metrics for a multi-objective search
             (then leave TuneConfig's metric/mode unset).
         mode: "min"/"max", or a list with one direction per metric.
         strategy: "auto" (the screened GA for one objective, NSGA-II for 2–3, NSGA-III
             beyond), "screened", "ga", "nsga2", "nsga3" or "random".
-        generations, max_evaluations, time_budget_s, stagnation_generations: the budget;
-            the first limit reached ends the search (Tune then gets `Searcher.FINISHED`).
-            With none given, 10 generations.
+        generations: generations to run; each is `pool_size` evaluations, so the search
+            makes `generations × pool_size` evaluations (the default pool is 4 for the
+            screened GA, 16 for "ga", 24 for NSGA-II/III: `generations=10` is 40 evaluations
+            with the default strategy).
+        max_evaluations, time_budget_s, stagnation_generations: further limits; the first
+            limit reached ends the search (Tune then gets `Searcher.FINISHED`). With no limit
+            given, the search runs until Tune's `num_samples` (as Ray's other searchers do);
+            with `num_samples=-1`, or a `space=` Tune does not report `num_samples` for, it
+            stops after `CONVERGENCE_GENERATIONS` (20) generations without improvement. The
+            budget in force is logged in one line when the search starts.
         pool_size: candidates per generation (default: the strategy's).
         engine_config: further strategy settings (`EngineConfig` fields: survivors,
             mutation_prob, crossover_prob, steady_state, …).
@@ -68,6 +84,10 @@ class CompileIQSearcher(Searcher):
         weights: per-objective weights used to pick the best point of a Pareto front.
         seed: makes the sequence of proposals reproducible.
 
+    Tune starts a custom searcher's trials one at a time unless `TuneConfig` sets
+    `max_concurrent_trials`; set it to the trials that fit at once (the searcher warns when it
+    is unset on a cluster with more than one CPU).
+
     Example:
         >>> import ray
         >>> from ray import tune
@@ -75,12 +95,21 @@ class CompileIQSearcher(Searcher):
         >>> from ciq_tune import CompileIQSearcher
         >>> def objective(config):
         ...     return {"score": config["x"] ** 2 + config["y"]}
+        >>> _ = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        >>> grid = tune.Tuner(
+        ...     objective,
+        ...     param_space={"x": tune.quniform(1.0, 20.0, 0.5), "y": ss.choice([1, 2, 3])},
+        ...     tune_config=tune.TuneConfig(
+        ...         search_alg=CompileIQSearcher(seed=0), metric="score", mode="min",
+        ...         num_samples=24, max_concurrent_trials=2),
+        ... ).fit()
+        >>> len(grid)
+        24
         >>> searcher = CompileIQSearcher(
         ...     space={"x": ss.range(1.0, 20.0, 0.5), "y": ss.choice([1, 2, 3])},
         ...     metric="score", mode="min", max_evaluations=24, seed=0)
-        >>> _ = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         >>> grid = tune.Tuner(objective, tune_config=tune.TuneConfig(
-        ...     search_alg=searcher, num_samples=-1)).fit()
+        ...     search_alg=searcher, num_samples=-1, max_concurrent_trials=2)).fit()
         >>> len(grid), len(searcher.results())
         (24, 24)
         >>> ray.shutdown()
@@ -109,8 +138,11 @@ class CompileIQSearcher(Searcher):
         super().__init__(metric=metric, mode=mode)  # type: ignore[arg-type]
         self._space: ss.SearchSpace | None = None
         self._constraints = list(constraints)
+        self._given_space = space
         if space is not None:
-            self._space = self._as_space(space)
+            # A constraint may name param_space domains: checked once they join.
+            with contextlib.suppress(ConstraintError):
+                self._space = self._as_space(space)
         self._strategy = strategy
         self._budget = Budget(
             max_generations=generations,
@@ -118,8 +150,8 @@ class CompileIQSearcher(Searcher):
             max_time_s=time_budget_s,
             stagnation_generations=stagnation_generations,
         )
-        if all(v is None for v in self._budget.model_dump().values()):
-            self._budget = Budget(max_generations=10)
+        # None until Tune reports it (`set_search_properties`, only called with a param_space).
+        self._num_samples: int | None = None
         config = (
             engine_config.model_dump(exclude_unset=True)
             if isinstance(engine_config, EngineConfig)
@@ -137,21 +169,34 @@ class CompileIQSearcher(Searcher):
         self._completed: set[str] = set()
         self._last_results: dict[str, dict[str, Any]] = {}
         self._max_concurrent: int | None = None
+        self._warned_serial = False
 
     # -- Tune's hooks --------------------------------------------------------------------------
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:
         _allow_results_without_metric()
-        domains = _has_domains(config)
-        if self._space is not None and domains:
+        hidden = _placeholder_keys(config)
+        if hidden and self._space is None and not _has_domains(config):
             raise ValueError(
-                "CompileIQSearcher got a search space twice: in `space=` and as search domains "
-                "in Tuner(param_space=...). Give it in one place only (constants in param_space "
-                "are fine)."
+                f"CompileIQSearcher: Tuner(param_space=...) has no Ray Tune domains and "
+                f"{hidden} reached the searcher as Tune placeholders (Tune hides objects that "
+                "are not Ray Tune domains, ciq_tune.space primitives included). Pass "
+                "ciq_tune.space primitives as CompileIQSearcher(space={...}); Ray Tune domains "
+                "and constants may stay in param_space."
             )
-        if self._space is None and domains:
-            self._space = self._as_space(config)
+        if hidden:
+            logger.warning(
+                "CompileIQSearcher: param_space values %s are objects Tune hides from "
+                "searchers; a ciq_tune.space primitive there is not searched (the trainable "
+                "gets the primitive itself): pass primitives as CompileIQSearcher(space={...})",
+                hidden,
+            )
+        if _has_domains(config):
+            self._space = self._merged_space(config)
+        num_samples = spec.get("num_samples")
+        if isinstance(num_samples, int):
+            self._num_samples = num_samples
         if metric and not self._metric:
             self._metric, self._mode = _normalise_metric_mode(metric, mode)
         elif mode and not self._mode:
@@ -170,6 +215,8 @@ class CompileIQSearcher(Searcher):
         if trial_id in self._live:  # Tune asked again for the same trial: same answer
             return self._engine_or_raise().pending_config(self._live[trial_id])
         engine = self._engine_or_raise()
+        if self._max_concurrent is None and not self._warned_serial:
+            self._warn_if_serial()
         if self._max_concurrent is not None and len(self._live) >= self._max_concurrent:
             return None
         candidate = engine.ask()
@@ -229,6 +276,7 @@ class CompileIQSearcher(Searcher):
             "settings": {
                 "strategy": self._strategy,
                 "budget": self._budget.model_dump(),
+                "num_samples": self._num_samples,
                 "engine_config": self._engine_config,
                 "points_to_evaluate": self._points,
                 "baseline": self._baseline,
@@ -259,6 +307,7 @@ class CompileIQSearcher(Searcher):
         settings = state["settings"]
         self._strategy = settings["strategy"]
         self._budget = Budget(**settings["budget"])
+        self._num_samples = settings.get("num_samples")
         self._engine_config = settings["engine_config"]
         self._points = settings["points_to_evaluate"]
         self._baseline = settings["baseline"]
@@ -296,6 +345,31 @@ class CompileIQSearcher(Searcher):
         return {key: _convert(value, key) for key, value in spec.items()}
 
     # -- internals -----------------------------------------------------------------------------
+    def _merged_space(self, config: Mapping[str, Any]) -> ss.SearchSpace:
+        """The `space=` parameters joined by the Ray Tune domains of `param_space`."""
+        given = self._given_space
+        if given is None:
+            return self._as_space(config)
+        spec = given.spec if isinstance(given, ss.SearchSpace) else given
+        if not isinstance(spec, Mapping):
+            raise ValueError(
+                "CompileIQSearcher: a `space=` list cannot be joined with Tuner(param_space=...) "
+                "domains; give every parameter in one place"
+            )
+        domains = {k: v for k, v in config.items() if _has_domains(v)}
+        both = sorted(set(domains) & set(spec))
+        if both:
+            raise ValueError(
+                f"CompileIQSearcher: {both} are in both `space=` and Tuner(param_space=...); "
+                "give each parameter in one place"
+            )
+        joined = {**self.convert_search_space(spec), **self.convert_search_space(domains)}
+        return self._as_space(
+            ss.SearchSpace(joined, constraints=given.constraints)
+            if isinstance(given, ss.SearchSpace)
+            else joined
+        )
+
     def _as_space(self, space: Mapping[str, Any] | ss.SearchSpace) -> ss.SearchSpace:
         if isinstance(space, ss.SearchSpace):
             if self._constraints:
@@ -318,6 +392,8 @@ class CompileIQSearcher(Searcher):
     def _engine_or_raise(self) -> Engine:
         if self._engine is not None:
             return self._engine
+        if self._space is None and self._given_space is not None:
+            self._space = self._as_space(self._given_space)  # raises the constraint's error
         if self._space is None:
             raise RuntimeError(
                 UNDEFINED_SEARCH_SPACE.format(cls=type(self).__name__, space="space")
@@ -344,12 +420,55 @@ class CompileIQSearcher(Searcher):
             self._space,
             objectives,
             config=self._engine_config,
-            budget=self._budget,
+            budget=self._effective_budget(),
             seed=self._seed,
             initial_points=self._points,
             baseline=self._baseline,
         )
+        logger.info("CompileIQSearcher: %s", self.budget_note())
         return self._engine
+
+    def _effective_budget(self) -> Budget:
+        """The budget given, else Tune's `num_samples`, else the convergence stop."""
+        if any(v is not None for v in self._budget.model_dump().values()):
+            return self._budget
+        if self._num_samples is not None and self._num_samples > 0:
+            return Budget(max_evaluations=self._num_samples)
+        return Budget(stagnation_generations=CONVERGENCE_GENERATIONS)
+
+    def budget_note(self) -> str:
+        """One line saying when this search stops (after the engine exists: its pool size)."""
+        given = {k: v for k, v in self._budget.model_dump().items() if v is not None}
+        pool = self._engine.config.pool_size if self._engine is not None else None
+        pool_text = f"pool_size={pool}" if pool is not None else "the strategy's pool_size"
+        if given:
+            limits = ", ".join(f"{k}={v}" for k, v in given.items())
+            return f"budget {limits} ({pool_text}); the first limit reached ends the search"
+        if self._num_samples is not None and self._num_samples > 0:
+            return f"budget: Tune's num_samples={self._num_samples} evaluations"
+        return (
+            f"no budget given and Tune's num_samples is {self._num_samples or 'not known'}: "
+            f"the search stops after {CONVERGENCE_GENERATIONS} generations ({pool_text}) "
+            "without improvement; pass max_evaluations= or num_samples for a fixed count"
+        )
+
+    def _warn_if_serial(self) -> None:
+        """Warn once when Tune will start this searcher's trials one at a time although the
+        cluster has more CPUs (Tune keeps one pending trial for a custom searcher unless
+        `max_concurrent_trials` is set)."""
+        import ray
+
+        self._warned_serial = True
+        cpus = int(ray.cluster_resources().get("CPU", 0)) if ray.is_initialized() else 0
+        if cpus > 1:
+            logger.warning(
+                "CompileIQSearcher: Tune starts trials one at a time because "
+                "TuneConfig(max_concurrent_trials=...) is not set, while this cluster has %d "
+                "CPUs; set max_concurrent_trials=%d (or the number of trials that fit at once) "
+                "to run them in parallel",
+                cpus,
+                cpus,
+            )
 
     def _outcome(self, result: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str, str]:
         """(values, status, error) of a trial's final result; anything but finite numbers for
@@ -412,6 +531,24 @@ def _has_domains(config: Any) -> bool:
     if isinstance(config, (list, tuple)):
         return any(_has_domains(v) for v in config)
     return False
+
+
+# What Tune puts in place of a `param_space` value that is not a Ray Tune domain or a plain
+# value (`ray.tune.impl.placeholder._RefResolver.TOKEN`, a private name).
+REF_PLACEHOLDER = "__ref_ph"
+
+
+def _placeholder_keys(config: Any, path: str = "") -> list[str]:
+    """Keys of `config` whose values Tune replaced by reference placeholders."""
+    if isinstance(config, tuple) and len(config) == 2 and config[0] == REF_PLACEHOLDER:
+        return [path or "value"]
+    if isinstance(config, Mapping):
+        return [
+            key
+            for name, value in config.items()
+            for key in _placeholder_keys(value, f"{path}/{name}" if path else str(name))
+        ]
+    return []
 
 
 def _convert(value: Any, key: str) -> Any:

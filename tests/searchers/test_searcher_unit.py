@@ -143,11 +143,10 @@ def test_missing_space_or_metric_gives_ray_style_errors() -> None:
         CompileIQSearcher(space=TOY_SPACE, metric="a", mode="down")
 
 
-def test_both_spaces_is_an_error_and_param_space_alone_works() -> None:
+def test_param_space_constants_with_space_and_param_space_alone() -> None:
     searcher = _searcher()
-    with pytest.raises(ValueError, match="twice"):
-        searcher.set_search_properties(None, None, {"a": tune.choice([1, 2])})
     assert searcher.set_search_properties(None, None, {"constant": 3})
+    assert searcher.engine.space.keys == ("x", "y", "z")
     bare = CompileIQSearcher(metric="score", mode="min", max_evaluations=5, seed=0)
     assert bare.set_search_properties(None, None, {"a": tune.randint(0, 4), "c": 3})
     config = bare.suggest("t")
@@ -207,3 +206,69 @@ def test_multi_objective_metrics_and_weights() -> None:
             )
     with pytest.raises(ValueError, match="weights"):
         CompileIQSearcher(space=TOY_SPACE, metric=["a", "b"], mode="min", weights=[1]).suggest("x")
+
+
+def _drive(searcher: CompileIQSearcher, limit: int = 1000) -> list[dict]:
+    configs = []
+    for i in range(limit):
+        config = searcher.suggest(f"t{i}")
+        if config == Searcher.FINISHED:
+            break
+        assert config is not None
+        configs.append(config)
+        searcher.on_trial_complete(f"t{i}", {"score": toy(config)})
+    return configs
+
+
+def test_no_budget_runs_tunes_num_samples() -> None:
+    searcher = CompileIQSearcher(seed=0)
+    assert searcher.set_search_properties("score", "min", dict(TOY_SPACE), num_samples=70)
+    assert len(_drive(searcher)) == 70  # the default strategy's 10 generations would be 40
+    assert "num_samples=70" in searcher.budget_note()
+
+
+def test_no_budget_and_unbounded_samples_stop_on_convergence() -> None:
+    searcher = CompileIQSearcher(seed=0)
+    assert searcher.set_search_properties("score", "min", dict(TOY_SPACE), num_samples=-1)
+    configs = _drive(searcher)
+    assert searcher.engine.stop_reason == "no improvement in 20 generations"
+    assert 80 <= len(configs) < 234  # 20 generations of the pool of 4; the space has 234
+    note = searcher.budget_note()
+    assert "20 generations (pool_size=4) without improvement" in note and "\n" not in note
+
+
+def test_a_given_budget_wins_over_num_samples() -> None:
+    searcher = CompileIQSearcher(generations=3, pool_size=5, seed=0)
+    searcher.set_search_properties("score", "min", dict(TOY_SPACE), num_samples=200)
+    assert len(_drive(searcher)) == 15  # generations × pool_size
+    assert "max_generations=3 (pool_size=5)" in searcher.budget_note()
+
+
+def test_space_primitives_join_param_space_domains_under_one_constraint() -> None:
+    searcher = CompileIQSearcher(
+        space={"y": ss.choice([1, 2, 3]), "z": ss.literal("flag", knockout_prob=0.5)},
+        constraints=["x * y <= 30"],  # x comes from param_space
+        seed=0,
+    )
+    param_space = {"x": tune.quniform(1.0, 20.0, 0.5), "const": "k"}
+    assert searcher.set_search_properties("score", "min", param_space, num_samples=40)
+    configs = _drive(searcher)
+    assert len(configs) == 40
+    assert all(c["x"] * c["y"] <= 30 for c in configs)
+    assert {c.get("z") for c in configs} == {"flag", None}
+    clash = CompileIQSearcher(space={"x": ss.choice([1, 2])})
+    with pytest.raises(ValueError, match=r"\['x'\] are in both"):
+        clash.set_search_properties("score", "min", {"x": tune.choice([1, 2])})
+
+
+def test_primitives_hidden_by_tune_in_param_space_say_to_use_space() -> None:
+    # Tune replaces a non-domain object with ("__ref_ph", hash) before a searcher sees it.
+    hidden = {"y": ("__ref_ph", "0f3a9c1e"), "const": 3}
+    with pytest.raises(ValueError, match=r"\['y'\].*CompileIQSearcher\(space="):
+        CompileIQSearcher().set_search_properties("score", "min", hidden)
+
+
+def test_space_argument_leaves_knocked_out_parameters_absent() -> None:
+    configs = _drive(_searcher(max_evaluations=30))
+    assert any("z" not in c for c in configs)
+    assert {c["z"] for c in configs if "z" in c} == {"flag"}

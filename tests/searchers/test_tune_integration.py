@@ -184,3 +184,58 @@ def test_restore_after_interruption_ends_on_budget_without_repeats(tmp_path: Pat
     # Trials in flight at the interruption are re-run by Tune (same trial, same config).
     assert set(executed) == set(configs)
     assert len(executed) - budget <= 2
+
+
+def test_param_space_primitives_run_in_parallel_to_num_samples(tmp_path: Path) -> None:
+    import ciq_tune.space as ss
+
+    marker = tmp_path / "running"
+    marker.mkdir()
+
+    def objective(config):
+        assert config.get("z") in ("flag", None)  # absent when knocked out
+        path = marker / f"{os.getpid()}-{time.time_ns()}"
+        path.touch()
+        deadline = time.monotonic() + 10.0  # a loaded 2-core machine starts actors slowly
+        running = 1
+        while running < 2 and time.monotonic() < deadline:
+            running = len(list(marker.iterdir()))
+            time.sleep(0.05)
+        time.sleep(0.2)
+        running = max(running, len(list(marker.iterdir())))
+        path.unlink()
+        return {"score": config["x"] ** 2 + config["y"], "running": running}
+
+    grid = tune.Tuner(
+        objective,
+        param_space={"x": tune.quniform(1.0, 20.0, 0.5)},
+        tune_config=tune.TuneConfig(
+            search_alg=CompileIQSearcher(
+                space={"y": ss.choice([1, 2, 3]), "z": ss.literal("flag", knockout_prob=0.5)},
+                constraints=["x * y <= 30"],
+                seed=0,
+            ),
+            metric="score",
+            mode="min",
+            num_samples=8,
+            max_concurrent_trials=2,
+        ),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="prims", verbose=0),
+    ).fit()
+    assert len(grid) == 8 and not grid.errors
+    assert all(r.config["x"] * r.config["y"] <= 30 for r in grid)
+    assert max(r.metrics["running"] for r in grid) == 2
+
+
+def test_unset_max_concurrent_trials_is_warned(tmp_path: Path, caplog) -> None:
+    searcher = CompileIQSearcher(metric="score", mode="min", seed=0)
+    with caplog.at_level("WARNING", logger="searchers.compileiq_searcher"):
+        grid = tune.Tuner(
+            toy_trainable,
+            param_space={"x": tune.quniform(1.0, 20.0, 0.5), "y": tune.choice([1, 2, 3])},
+            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=3),
+            run_config=tune.RunConfig(storage_path=str(tmp_path), name="serial", verbose=0),
+        ).fit()
+    assert len(grid) == 3
+    warned = [r.getMessage() for r in caplog.records if "one at a time" in r.getMessage()]
+    assert len(warned) == 1 and "max_concurrent_trials=2" in warned[0]
