@@ -1,10 +1,27 @@
-"""Experiment tracking settings and MLflow helpers; MLflow is imported only when used."""
+"""Experiment tracking settings, MLflow helpers and the background MLflow writer; MLflow is
+imported only when used (by the writer, in its own process).
+
+    python -m ciq_tune.tracking --uri sqlite:///out/mlflow.db --experiment NAME --artifacts DIR
+
+runs the writer: it reads one JSON event per line on stdin (`MlflowWriter` sends them) and
+writes them to MLflow, so that a search never waits for the store.
+"""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 from typing import TYPE_CHECKING
+from typing import Any
 from typing import Literal
 
 from pydantic import BaseModel
@@ -13,6 +30,8 @@ from pydantic import Field
 
 if TYPE_CHECKING:
     import pandas as pd
+
+logger = logging.getLogger("ciq_tune.tracking")
 
 DB_NAME = "mlflow.db"
 ARTIFACTS_DIR = "mlartifacts"
@@ -97,3 +116,177 @@ def trial_runs(tracking_uri: str, search_name: str) -> pd.DataFrame:
         row.update({f"tags.{k}": v for k, v in run.data.tags.items()})
         rows.append(row)
     return pd.DataFrame(rows, columns=None if rows else ["run_id", "run_name", "status"])
+
+
+# MLflow's limit on a parameter value's length (characters); longer values are cut.
+MAX_PARAM_CHARS = 6000
+
+
+class TrackingUnavailable(RuntimeError):
+    """The MLflow writer could not open the store; tracking is off for the search."""
+
+
+class MlflowWriter:
+    """Sends trial records to a writer process (`python -m ciq_tune.tracking`) that writes
+    them to MLflow in batches (`MlflowClient.log_batch`: one call per trial start and per
+    result instead of one per parameter and metric).
+
+    The search only writes a JSON line to a pipe per event; opening the store (seconds for a
+    new sqlite file) and every MLflow call happen in the other process, off the Tune loop and
+    its GIL. `close` waits until every event is written, so no record is lost.
+
+    Args:
+        tracking_uri: MLflow store.
+        experiment_name: experiment holding the runs (created with `artifact_dir` if new).
+        artifact_dir: folder of a new experiment's artifacts.
+    """
+
+    def __init__(self, tracking_uri: str, experiment_name: str, artifact_dir: Path) -> None:
+        self.tracking_uri = tracking_uri
+        self.experiment_name = experiment_name
+        self.artifact_dir = artifact_dir
+        self.error: str | None = None
+        self._process: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+        self._warned: set[str] = set()
+
+    def start(self) -> None:
+        """Start the writer process (it opens the store while the search starts)."""
+        command = [
+            sys.executable,
+            "-m",
+            "ciq_tune.tracking",
+            "--uri",
+            self.tracking_uri,
+            "--experiment",
+            self.experiment_name,
+            "--artifacts",
+            str(self.artifact_dir),
+        ]
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read_replies, daemon=True)
+        self._reader.start()
+
+    def send(self, event: Mapping[str, Any]) -> None:
+        """Queue one event; raises `TrackingUnavailable` once the writer has given up."""
+        self._raise_if_failed()
+        process = self._process
+        if process is None or process.stdin is None:
+            raise TrackingUnavailable("the MLflow writer was not started (setup was not called)")
+        try:
+            process.stdin.write(json.dumps(event, default=str) + "\n")
+            process.stdin.flush()
+        except (BrokenPipeError, ValueError) as exc:
+            self.close()  # the writer died: collect its reason
+            raise TrackingUnavailable(self.error or f"the MLflow writer exited ({exc})") from exc
+
+    def close(self) -> None:
+        """Wait until every event is written; raises `TrackingUnavailable` if the writer
+        failed."""
+        process = self._process
+        if process is not None and process.stdin is not None and not process.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                process.stdin.close()
+        if process is not None:
+            process.wait()
+        if self._reader is not None:
+            self._reader.join()
+        if process is not None and process.returncode not in (0, None) and self.error is None:
+            self.error = f"the MLflow writer exited with status {process.returncode}"
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise TrackingUnavailable(self.error)
+
+    def _read_replies(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        for line in self._process.stdout:
+            kind, _, message = line.rstrip("\n").partition(" ")
+            if kind == "error":
+                self.error = message
+            elif kind == "warn":
+                what = message.split(":", 1)[0]
+                if what not in self._warned:  # once per kind of event, not per trial
+                    self._warned.add(what)
+                    logger.warning("tracking: writing %s (further failures not repeated)", message)
+
+
+def serve(
+    tracking_uri: str, experiment_name: str, artifact_dir: Path, events: IO[str], replies: IO[str]
+) -> int:
+    """The writer loop: one JSON event per line of `events` until it closes; replies
+    "error <why>" (store unusable, exit 1) or "warn <event>: <why>" (one event lost)."""
+    try:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=tracking_uri)
+        experiment_id = ensure_experiment(tracking_uri, experiment_name, artifact_dir)
+    except Exception as exc:
+        replies.write(f"error {type(exc).__name__}: {exc}\n")
+        replies.flush()
+        return 1
+    runs: dict[str, str] = {}
+    for line in events:
+        event = json.loads(line)
+        try:
+            _write_event(client, experiment_id, runs, event)
+        except Exception as exc:
+            replies.write(f"warn {event.get('kind')}: {type(exc).__name__}: {exc}\n")
+            replies.flush()
+    return 0
+
+
+def _write_event(client: Any, experiment_id: str, runs: dict[str, str], event: dict) -> None:
+    from mlflow.entities import Metric
+    from mlflow.entities import Param
+    from mlflow.entities import RunTag
+
+    kind, key = event["kind"], event["trial"]
+    if kind == "start":
+        tags = dict(event.get("tags") or {})
+        run = client.create_run(experiment_id, run_name=event["name"], tags=tags)
+        runs[key] = run.info.run_id
+        params = [Param(k, str(v)[:MAX_PARAM_CHARS]) for k, v in event["params"].items()]
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
+            client.log_batch(runs[key], params=params[i : i + 100])
+        return
+    run_id = runs[key]
+    if kind == "metrics":
+        stamp = int(event.get("time_ms") or time.time() * 1000)
+        metrics = [Metric(k, v, stamp, event["step"]) for k, v in event["metrics"].items()]
+        for i in range(0, len(metrics), 1000):
+            client.log_batch(run_id, metrics=metrics[i : i + 1000])
+    elif kind == "texts":
+        for name, text in event["texts"].items():
+            client.log_text(run_id, text, f"{name}.txt")
+    elif kind == "files":
+        for path in event["files"]:
+            if Path(path).is_file():
+                client.log_artifact(run_id, path)
+    elif kind == "tags":
+        client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in event["tags"].items()])
+    elif kind == "end":
+        client.set_terminated(run_id, status=event["status"])
+        runs.pop(key)
+    else:
+        raise ValueError(f"unknown event kind {kind!r}")
+
+
+def _main() -> int:
+    parser = argparse.ArgumentParser(description="ciq-tune's background MLflow writer")
+    parser.add_argument("--uri", required=True)
+    parser.add_argument("--experiment", required=True)
+    parser.add_argument("--artifacts", type=Path, required=True)
+    args = parser.parse_args()
+    return serve(args.uri, args.experiment, args.artifacts, sys.stdin, sys.stdout)
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

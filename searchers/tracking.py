@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
-from ray.air.integrations.mlflow import MLflowLoggerCallback
 from ray.tune import Callback
+from ray.tune.utils import flatten_dict
 
 from ciq_tune.tracking import ARTIFACTS_DIR
+from ciq_tune.tracking import MlflowWriter
 from ciq_tune.tracking import TrackingConfig
-from ciq_tune.tracking import ensure_experiment
+from ciq_tune.tracking import TrackingUnavailable
 from ciq_tune.tracking import search_tags
 from ciq_tune.tracking import sqlite_uri
 
@@ -49,7 +50,7 @@ class SafeCallback(Callback):
         try:
             getattr(self.inner, hook)(**info)
         except Exception as exc:
-            if hook == "setup":
+            if hook == "setup" or isinstance(exc, TrackingUnavailable):
                 self.disabled = True
                 logger.warning(
                     "tracking is off for this search: %s.setup failed: %s: %s",
@@ -105,13 +106,16 @@ class SafeCallback(Callback):
         self._forward("on_experiment_end", **info)
 
 
-class CiqMLflowLoggerCallback(MLflowLoggerCallback):
-    """Ray's MLflow callback, plus the experiment's artifact folder and per-trial artifacts.
+class MLflowTrackingCallback(Callback):
+    """One MLflow run per trial, written in the background (`ciq_tune.tracking.MlflowWriter`).
 
-    Ray logs one run per trial (config as parameters, numeric results as metrics). This adds
-    the text of `config.artifact_keys` results (compile log, error tail) as `<key>.txt`, the
-    files named by `config.artifact_path_keys` results (controls file) and the trial folder's
-    files matching `config.artifact_globs`.
+    Each run has the trial's configuration as parameters (nested keys joined with "/"), its
+    numeric results as metrics (step: the training iteration), the text of
+    `config.artifact_keys` results (compile log, error) as `<key>.txt`, the files named by
+    `config.artifact_path_keys` results (controls file) and the trial folder's files matching
+    `config.artifact_globs`. The Tune loop only hands each event to the writer process, so a
+    search neither waits for the store nor gets Ray's "may be a performance bottleneck"
+    warnings; `on_experiment_end` waits until everything is written.
 
     Args:
         tracking_uri: MLflow store.
@@ -130,41 +134,93 @@ class CiqMLflowLoggerCallback(MLflowLoggerCallback):
         tags: dict[str, str],
         config: TrackingConfig,
     ) -> None:
-        super().__init__(tracking_uri, experiment_name=experiment_name, tags=tags)
-        self._uri = tracking_uri
-        self._experiment = experiment_name
+        self.tracking_uri = tracking_uri
+        self.experiment_name = experiment_name
         self.artifact_dir = artifact_dir
+        self.tags = tags
         self.config = config
-        self._artifacts: dict[Trial, dict[str, Any]] = {}
+        self._writer: MlflowWriter | None = None
+        self._started: set[str] = set()
+        self._artifacts: dict[str, dict[str, str]] = {}
 
-    def setup(self, *args: Any, **kwargs: Any) -> None:
-        ensure_experiment(self._uri, self._experiment, self.artifact_dir)
-        super().setup(*args, **kwargs)
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles the run config before `setup`; a live writer process is not state.
+        return {**self.__dict__, "_writer": None}
 
-    def log_trial_result(self, iteration: int, trial: Trial, result: dict) -> None:
-        super().log_trial_result(iteration, trial, result)
+    def setup(
+        self,
+        stop: Any = None,
+        num_samples: int | None = None,
+        total_num_samples: int | None = None,
+        **info: Any,
+    ) -> None:
+        self._writer = MlflowWriter(self.tracking_uri, self.experiment_name, self.artifact_dir)
+        self._writer.start()
+
+    def _send(self, event: dict[str, Any]) -> None:
+        if self._writer is None:
+            raise TrackingUnavailable("setup was not called")
+        self._writer.send(event)
+
+    def _start(self, trial: Trial) -> None:
+        if trial.trial_id in self._started:
+            return
+        self._started.add(trial.trial_id)
+        self._send(
+            {
+                "kind": "start",
+                "trial": trial.trial_id,
+                "name": str(trial),
+                "tags": {**self.tags, "trial_name": str(trial)},
+                "params": flatten_dict(trial.config or {}, delimiter="/"),
+            }
+        )
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:
+        self._start(trial)
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Trial, result: dict, **info: Any
+    ) -> None:
+        self._start(trial)  # a restored trial reports without starting again
+        flat = flatten_dict(result, delimiter="/")
+        metrics = {
+            k: float(v)
+            for k, v in flat.items()
+            if isinstance(v, int | float) and not k.startswith("config/")
+        }
+        step = int(result.get("training_iteration") or 0)
+        self._send({"kind": "metrics", "trial": trial.trial_id, "metrics": metrics, "step": step})
         keys = (*self.config.artifact_keys, *self.config.artifact_path_keys)
         found = {k: result[k] for k in keys if isinstance(result.get(k), str) and result[k]}
-        self._artifacts.setdefault(trial, {}).update(found)
+        self._artifacts.setdefault(trial.trial_id, {}).update(found)
 
-    def log_trial_end(self, trial: Trial, failed: bool = False) -> None:
-        from mlflow import MlflowClient
+    def on_trial_complete(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:
+        self._end(trial, failed=False)
 
-        client = MlflowClient(tracking_uri=self._uri)
-        run_id = self._trial_runs[trial]
-        found = self._artifacts.pop(trial, {})
-        for key in self.config.artifact_keys:
-            if key in found:
-                client.log_text(run_id, found[key], f"{key}.txt")
-        for key in self.config.artifact_path_keys:
-            if key in found and Path(found[key]).is_file():
-                client.log_artifact(run_id, found[key])
+    def on_trial_error(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:
+        self._end(trial, failed=True)
+
+    def _end(self, trial: Trial, *, failed: bool) -> None:
+        self._start(trial)
+        found = self._artifacts.pop(trial.trial_id, {})
+        texts = {k: found[k] for k in self.config.artifact_keys if k in found}
+        files = [found[k] for k in self.config.artifact_path_keys if k in found]
         folder = Path(trial.local_path) if trial.local_path else None
         if folder is not None and folder.is_dir():
             for pattern in self.config.artifact_globs:
-                for path in sorted(folder.glob(pattern)):
-                    client.log_artifact(run_id, str(path))
-        super().log_trial_end(trial, failed)
+                files += [str(p) for p in sorted(folder.glob(pattern))]
+        if texts:
+            self._send({"kind": "texts", "trial": trial.trial_id, "texts": texts})
+        if files:
+            self._send({"kind": "files", "trial": trial.trial_id, "files": files})
+        status = "FAILED" if failed else "FINISHED"
+        self._send({"kind": "end", "trial": trial.trial_id, "status": status})
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
 
 
 class LoggingCallback(Callback):
@@ -205,7 +261,7 @@ def tracking_callbacks(
     if config.backend == "log":
         return [SafeCallback(LoggingCallback())]
     run_dir = Path(run_dir)
-    inner = CiqMLflowLoggerCallback(
+    inner = MLflowTrackingCallback(
         config.tracking_uri or sqlite_uri(run_dir),
         experiment_name=config.experiment_name or search_name,
         artifact_dir=run_dir / ARTIFACTS_DIR,

@@ -163,3 +163,30 @@ def test_core_modules_do_not_import_ray_mlflow_or_matplotlib() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_writer_process_keeps_going_past_a_bad_event_and_loses_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ciq_tune.tracking import MlflowWriter
+
+    writer = MlflowWriter(sqlite_uri(tmp_path), "direct", tmp_path / "mlartifacts")
+    writer.start()
+    writer.send({"kind": "metrics", "trial": "never-started", "metrics": {"a": 1.0}, "step": 1})
+    for trial in ("t1", "t2"):
+        writer.send({"kind": "start", "trial": trial, "name": trial, "tags": {}, "params": {}})
+        writer.send({"kind": "metrics", "trial": trial, "metrics": {"time_ms": 2.0}, "step": 1})
+        writer.send({"kind": "end", "trial": trial, "status": "FINISHED"})
+    with caplog.at_level(logging.WARNING, logger="ciq_tune.tracking"):
+        writer.close()  # returns once every event is in the store
+    assert "tracking: writing metrics: KeyError" in caplog.text
+    client_runs = trial_runs(sqlite_uri(tmp_path), "direct")
+    assert len(client_runs) == 0  # no search tag: the runs are there but not this search's
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=sqlite_uri(tmp_path))
+    experiment = client.get_experiment_by_name("direct")
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted(r.info.run_name for r in runs) == ["t1", "t2"]
+    assert {r.data.metrics["time_ms"] for r in runs} == {2.0}
+    assert {r.info.status for r in runs} == {"FINISHED"}
