@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -27,14 +29,21 @@ from ciq_tune.compat.results import NORM_PREFIX
 from ciq_tune.compat.results import SearchResult
 from ciq_tune.compat.results import is_invalid
 from ciq_tune.compat.results import score_columns
+from ciq_tune.engine import Budget
+from ciq_tune.engine import Candidate
+from ciq_tune.engine import Engine
+from ciq_tune.engine import create_engine
 from ciq_tune.errors import EngineError
 from ciq_tune.errors import ObjectiveError
 from ciq_tune.errors import SpaceError
 from ciq_tune.results import OK
+from ciq_tune.results import Objective
 from ciq_tune.space import SearchSpace
 from ciq_tune.strict_io import load_data
 from ciq_tune.strict_io import load_json
 from ciq_tune.tracking import TrackingConfig
+from ciq_tune.tracking import search_tags
+from ciq_tune.tracking import sqlite_uri
 
 if TYPE_CHECKING:
     from ciq_tune.results import EvaluationRecord
@@ -145,22 +154,19 @@ class Search:
     def start(
         self, num_workers: int | None = None, task_timeout: float | None = None, **options: Any
     ) -> SearchResult:
-        """Run the search on Ray Tune and return every evaluation.
+        """Run the search and return every evaluation.
+
+        NATIVE, ASYNC and ISOLATED evaluate on local processes (no Ray); RAY runs Ray Tune
+        trials on the cluster (see `WorkerTypes`).
 
         Args:
-            num_workers: evaluations run at once (default: as many as Ray's resources allow).
+            num_workers: evaluations run at once (default: this machine's CPUs; with RAY, as
+                many as the cluster's resources allow).
             task_timeout: seconds after which an evaluation is killed and counted as
                 `INVALID_SCORE`; given, every evaluation runs in its own process.
-            options: `num_cpus`, `num_gpus`, `resources` of one evaluation (others ignored,
-                as CompileIQ's Ray worker does).
+            options: `num_cpus`, `num_gpus`, `resources` of one evaluation with RAY (others
+                ignored, as CompileIQ's Ray worker does).
         """
-        import ray
-        from ray import tune
-
-        from ciq_tune.compat.stopper import FirstPoolFailed
-        from searchers.compileiq_searcher import CompileIQSearcher
-        from searchers.tracking import tracking_callbacks
-
         for value, what in ((num_workers, "num_workers"), (task_timeout, "task_timeout")):
             if value is not None and not value > 0:
                 raise EngineError(f"`{what}` must be positive, got {what}={value}")
@@ -170,6 +176,116 @@ class Search:
             self.objective_function, config.num_objectives, isolated, task_timeout
         )
         baseline = self._baseline(evaluate) if config.normalize else None
+        details: dict[str, Mapping[str, Any]]
+        if self.worker_type is WorkerTypes.RAY:
+            records, details, failed = self._start_on_ray(evaluate, num_workers, options)
+        else:
+            if options:
+                logger.warning(
+                    "start() ignores %s: task resources apply to WorkerTypes.RAY only",
+                    sorted(options),
+                )
+            records, failed = self._start_local(evaluate, num_workers or os.cpu_count() or 1)
+            details = {}
+        result = self._result(records, details, baseline)
+        if self.dump_results is not None:
+            result.save(self.dump_results)
+        if failed is not None:
+            raise ObjectiveError(
+                f"the first {config.pool_size} evaluations (pool_size) all failed, e.g. "
+                f"{failed!r}; fix the objective or pass exit_on_failure=False"
+            )
+        return result
+
+    def _engine(self) -> Engine:
+        """The engine `CompileIQSearcher` would build from this search's settings."""
+        config = self.search_config
+        names = score_columns(config.num_objectives)
+        weights = config.weights or [1.0] * len(names)
+        objectives = [
+            Objective(name=n, mode=m, weight=w)  # type: ignore[arg-type]
+            for n, m, w in zip(names, self.objective_modes, weights, strict=True)
+        ]
+        return create_engine(
+            self.strategy,
+            self.search_space,
+            objectives,
+            config=config.engine_settings(),
+            budget=Budget(
+                max_generations=config.generations,
+                max_evaluations=self.max_evaluations,
+                max_time_s=self.time_budget_s,
+            ),
+            seed=self.seed,
+            initial_points=[*self.points_to_evaluate, *self._true_random_points()],
+        )
+
+    def _start_local(
+        self, evaluate: _Evaluator, workers: int
+    ) -> tuple[list[EvaluationRecord], str | None]:
+        """Evaluate on `workers` local processes; (records, first error if the first pool
+        all failed and exit_on_failure)."""
+        from ciq_tune.compat.local import LocalRun
+        from ciq_tune.progress import Progress
+
+        engine = self._engine()
+        pool = self.search_config.pool_size
+        first_pool: list[Outcome] = []
+        progress = Progress(
+            score_columns(1)[0],
+            self.objective_modes[0],
+            budget=self.search_config.generations * pool,
+            stream=None if self.disable_progress_bar else sys.stderr,
+        )
+        tracker = _LocalTracker(self.tracker_config, self.cache_folder, self.name)
+
+        def on_result(candidate: Candidate, outcome: Outcome) -> None:
+            if len(first_pool) < pool:
+                first_pool.append(outcome)
+            score = outcome.scores[0] if outcome.status == OK else None
+            progress.update(outcome.status, score, outcome.error)
+            tracker.record(candidate, outcome)
+
+        def first_pool_failed() -> bool:
+            return (
+                self.exit_on_failure
+                and len(first_pool) == pool
+                and all(o.status != OK for o in first_pool)
+            )
+
+        run = LocalRun(
+            engine,
+            evaluate.outcome,
+            workers=workers,
+            isolated=evaluate.isolated,
+            on_result=on_result,
+            stop=first_pool_failed,
+        )
+        try:
+            run.run()
+        finally:
+            tracker.close()
+        if not self.disable_progress_bar:
+            print(progress.line() + f" in {run.wall_s:.1f} s", file=sys.stderr, flush=True)
+            if progress.failure_summary():
+                print(progress.failure_summary(), file=sys.stderr, flush=True)
+        failed = None
+        if first_pool_failed():
+            failed = next((f"{o.status}: {o.error}" for o in first_pool), None)
+        return list(engine.result().records), failed
+
+    def _start_on_ray(
+        self, evaluate: _Evaluator, num_workers: int | None, options: Mapping[str, Any]
+    ) -> tuple[list[EvaluationRecord], dict[str, Mapping[str, Any]], str | None]:
+        """Ray Tune trials proposed by `CompileIQSearcher` (WorkerTypes.RAY)."""
+        import ray
+        from ray import tune
+
+        from ciq_tune.compat.stopper import FirstPoolFailed
+        from searchers.compileiq_searcher import CompileIQSearcher
+        from searchers.tracking import tracking_callbacks
+
+        config = self.search_config
         names = score_columns(config.num_objectives)
         searcher = CompileIQSearcher(
             space=self.search_space,
@@ -185,10 +301,8 @@ class Search:
             seed=self.seed,
         )
         started = not ray.is_initialized()
-        if started and self.worker_type is WorkerTypes.RAY:
+        if started:
             ray.init(address=self.address, include_dashboard=False)
-        elif started:
-            ray.init(num_cpus=num_workers, include_dashboard=False)
         storage = self.cache_folder or Path(tempfile.mkdtemp(prefix="ciq-search-"))
         stopper = FirstPoolFailed(config.pool_size, enabled=self.exit_on_failure)
         resources = _resources(options)
@@ -197,7 +311,10 @@ class Search:
             grid = tune.Tuner(
                 trainable,
                 tune_config=tune.TuneConfig(
-                    search_alg=searcher, num_samples=-1, max_concurrent_trials=num_workers
+                    search_alg=searcher,
+                    num_samples=-1,
+                    max_concurrent_trials=num_workers
+                    or max(int(ray.cluster_resources().get("CPU", 1)), 1),
                 ),
                 run_config=tune.RunConfig(
                     name=self.name,
@@ -210,21 +327,14 @@ class Search:
                 ),
             ).fit()
             trials = [grid[i].metrics or {} for i in range(len(grid))]
-            details = {str(m.get("trial_id")): m for m in trials}
+            details: dict[str, Mapping[str, Any]] = {str(m.get("trial_id")): m for m in trials}
         finally:
             if started:
                 ray.shutdown()
             if self.cache_folder is None:
                 shutil.rmtree(storage, ignore_errors=True)
-        result = self._result(searcher.results().records, details, baseline)
-        if self.dump_results is not None:
-            result.save(self.dump_results)
-        if stopper.tripped:
-            raise ObjectiveError(
-                f"the first {config.pool_size} evaluations (pool_size) all failed, e.g. "
-                f"{stopper.first_error!r}; fix the objective or pass exit_on_failure=False"
-            )
-        return result
+        failed = stopper.first_error if stopper.tripped else None
+        return list(searcher.results().records), details, failed
 
     # -- internals -----------------------------------------------------------------------------
     @classmethod
@@ -272,7 +382,7 @@ class Search:
                         "candidate_id": record.candidate_id,
                         "origin": record.origin,
                         "status": record.status,
-                        "error": metrics.get("error") or None,
+                        "error": metrics.get("error") or record.info.get("error") or None,
                     }
                 ),
                 "generation": record.generation,
@@ -287,6 +397,76 @@ class Search:
         norms = [f"{NORM_PREFIX}{i}" for i in range(1, len(names) + 1)] if baseline else []
         frame = pd.DataFrame(rows, columns=["metadata", "generation", "params", *names, *norms])
         return SearchResult(frame, self.objective_modes, self.search_config.weights)
+
+
+class _LocalTracker:
+    """MLflow runs (through the background writer) or log lines for a local search."""
+
+    def __init__(self, config: TrackingConfig, folder: Path | None, name: str) -> None:
+        from ciq_tune.tracking import ARTIFACTS_DIR
+        from ciq_tune.tracking import MlflowWriter
+
+        self.config = config
+        self.tags = search_tags(name, config.tags)
+        self.writer: MlflowWriter | None = None
+        if config.backend == "mlflow":
+            run_dir = folder or Path.cwd()
+            self.writer = MlflowWriter(
+                config.tracking_uri or sqlite_uri(run_dir),
+                config.experiment_name or name,
+                run_dir / ARTIFACTS_DIR,
+            )
+            self.writer.start()
+
+    def record(self, candidate: Candidate, outcome: Outcome) -> None:
+        metrics = outcome.metrics()
+        if self.config.backend == "log":
+            logger.info(
+                "evaluation %d config=%s result=%s", candidate.id, candidate.config, metrics
+            )
+        if self.writer is None:
+            return
+        from ciq_tune.tracking import TrackingUnavailable
+
+        key = str(candidate.id)
+        params = _flat(candidate.config)
+        numbers = {k: v for k, v in metrics.items() if isinstance(v, float)}
+        try:
+            self.writer.send(
+                {
+                    "kind": "start",
+                    "trial": key,
+                    "name": f"evaluation_{key}",
+                    "tags": self.tags,
+                    "params": params,
+                }
+            )
+            self.writer.send({"kind": "metrics", "trial": key, "metrics": numbers, "step": 1})
+            if outcome.error:
+                self.writer.send({"kind": "texts", "trial": key, "texts": {"error": outcome.error}})
+            status = "FINISHED" if outcome.status == OK else "FAILED"
+            self.writer.send({"kind": "end", "trial": key, "status": status})
+        except TrackingUnavailable as exc:
+            logger.warning("tracking is off for this search: %s", exc)
+            self.writer = None
+
+    def close(self) -> None:
+        from ciq_tune.tracking import TrackingUnavailable
+
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except TrackingUnavailable as exc:
+                logger.warning("tracking is off for this search: %s", exc)
+
+
+def _flat(config: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(config, Mapping):
+        out: dict[str, Any] = {}
+        for key, value in config.items():
+            out.update(_flat(value, f"{prefix}{key}/"))
+        return out
+    return {prefix.rstrip("/") or "value": config}
 
 
 class _Evaluator:

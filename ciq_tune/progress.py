@@ -1,0 +1,95 @@
+"""A search's progress line and failure summary: done/budget, best so far, evals/s, failures
+by status with the first cause of each."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import TextIO
+
+from ciq_tune.results import OK
+
+# Characters of a failure cause kept in a one-line summary.
+CAUSE_CHARS = 160
+
+
+def one_line(text: str, limit: int = CAUSE_CHARS) -> str:
+    """The last non-empty line of `text` (where tools put the actual error), cut to `limit`."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    line = lines[-1] if lines else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class Progress:
+    """Counts a search's evaluations and prints a progress line at most every `interval_s`.
+
+    Args:
+        metric: the metric shown as "best so far".
+        mode: "min" or "max".
+        budget: evaluations planned, if known.
+        stream: where lines go (default stderr); None: count only, print nothing (quiet).
+        interval_s: the shortest time between two printed lines.
+    """
+
+    def __init__(
+        self,
+        metric: str,
+        mode: str,
+        *,
+        budget: int | None = None,
+        stream: TextIO | None = sys.stderr,
+        interval_s: float = 2.0,
+    ) -> None:
+        self.metric = metric
+        self.mode = mode
+        self.budget = budget
+        self.stream = stream
+        self.interval_s = interval_s
+        self.done = 0
+        self.best: float | None = None
+        self.failures: dict[str, int] = {}
+        self.first_cause: dict[str, str] = {}
+        self._started = time.monotonic()
+        self._printed = 0.0
+
+    def update(self, status: str, value: float | None = None, error: str | None = None) -> None:
+        """Count one finished evaluation; print the line when `interval_s` has passed."""
+        self.done += 1
+        if status == OK and value is not None and math.isfinite(value):
+            better = self.best is None or (
+                value < self.best if self.mode == "min" else value > self.best
+            )
+            self.best = value if better else self.best
+        elif status != OK:
+            self.failures[status] = self.failures.get(status, 0) + 1
+            if error and status not in self.first_cause:
+                self.first_cause[status] = one_line(error)
+        now = time.monotonic()
+        if self.stream is not None and now - self._printed >= self.interval_s:
+            self._printed = now
+            print(self.line(), file=self.stream, flush=True)
+
+    def line(self) -> str:
+        """`12/40 evaluations, best spill_bytes 1116, 1.8 evals/s, failed: timeout 1`."""
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        total = f"/{self.budget}" if self.budget else ""
+        best = "none yet" if self.best is None else f"{self.best:g}"
+        text = (
+            f"{self.done}{total} evaluations, best {self.metric} {best}, "
+            f"{self.done / elapsed:.2f} evals/s"
+        )
+        if self.failures:
+            text += ", failed: " + ", ".join(f"{s} {n}" for s, n in sorted(self.failures.items()))
+        return text
+
+    def failure_summary(self) -> str:
+        """`3 of 40 failed: timeout 2 (first: …), compile_error 1 (first: …)`, or ""."""
+        failed = sum(self.failures.values())
+        if not failed:
+            return ""
+        parts = []
+        for status, count in sorted(self.failures.items(), key=lambda kv: (-kv[1], kv[0])):
+            cause = self.first_cause.get(status)
+            parts.append(f"{status} {count}" + (f" (first: {cause})" if cause else ""))
+        return f"{failed} of {self.done} failed: " + "; ".join(parts)
