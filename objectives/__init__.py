@@ -14,6 +14,7 @@ from ciq_tune.errors import DescriptionError
 from ciq_tune.errors import MeasurementError
 from ciq_tune.errors import SpaceError
 from ciq_tune.space import SearchSpace
+from objectives.description import ENERGY_METRICS
 from objectives.description import KernelDescription
 from objectives.description import load_description
 
@@ -29,7 +30,7 @@ __all__ = [
 
 
 def make_trainable(
-    description: KernelDescription, *, print_trials: bool = True
+    description: KernelDescription, *, print_trials: bool = True, energy: bool | None = None
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The Ray Tune trainable of a description, from ``objectives.<kind>.make_trainable``.
 
@@ -40,9 +41,18 @@ def make_trainable(
         print_trials: Print each trial's id, configuration and result to stdout, which Ray
             keeps as the log of the trial's actor (browsable in the Ray dashboard). Tune then
             names trials and their actors after the description.
+        energy: Also measure NVML energy per call (``energy_mj``) and mean power
+            (``power_w``) on a GPU; None: when the description's metric is one of them. Pass
+            True to search them as extra objectives of a multi-objective search.
     """
     module = importlib.import_module(f"objectives.{description.kind}")
-    trainable: Callable[[dict[str, Any]], dict[str, Any]] = module.make_trainable(description)
+    if energy is None:
+        energy = description.metric in ENERGY_METRICS
+    trainable: Callable[[dict[str, Any]], dict[str, Any]]
+    if description.kind == "ptx":
+        trainable = module.make_trainable(description)  # compile-only: nothing to power
+    else:
+        trainable = module.make_trainable(description, energy=energy)
     if not print_trials:
         return trainable
     printed = functools.partial(_printed_trial, trainable)

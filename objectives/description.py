@@ -35,6 +35,9 @@ DEFAULT_METRIC: dict[str, str] = {
     "triton": "time_ms",
     "helion": "time_ms",
 }
+# Metrics read from NVML's energy counter after the timing (objectives._nvml.measure_energy):
+# a trainable measures them only when asked (they cost ~0.5 s of back-to-back launches).
+ENERGY_METRICS = ("energy_mj", "power_w")
 # The metrics each kind's trainable reports that a search can optimise (PTX: ptxas statistics;
 # the timed kinds: `objectives._bench.TimingStats` in ms, plus compile seconds).
 _TIMED_METRICS = (
@@ -46,6 +49,10 @@ _TIMED_METRICS = (
     "iqr_ms",
     "cv",
     "compile_s",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    *ENERGY_METRICS,
 )
 KIND_METRICS: dict[str, tuple[str, ...]] = {
     "ptx": (

@@ -105,5 +105,9 @@ def _check_and_time(
     out: dict[str, Any] = {"status": "ok", "time_ms": stats.median_ms, **stats.as_metrics()}
     out.update(errors, n_rotate=len(sets))
     if energy and device == "cuda":
-        out.update(measure_energy(run, n_rotate=len(sets)))
+        # An energy objective with no reading must fail loudly, not vanish from the result.
+        measured = measure_energy(run, n_rotate=len(sets))
+        out.update(measured)
+        if not measured:
+            out["energy_error"] = "NVML has no energy counter for this GPU"
     return out

@@ -179,3 +179,24 @@ def test_workload_examples_load(name: str, n_shapes: int, n_buckets: int) -> Non
     # (M goes 1, 16, 128, …: a factor of 16 at most).
     for i in range(1, len(order)):
         assert min(order[i].distance(t) for t in order[:i]) <= 4.0
+
+
+def test_latency_percentiles_come_with_every_round() -> None:
+    from objectives.protocol import summarize
+
+    stats = summarize([float(i) for i in range(1, 101)], timer="host")
+    assert stats.p50_ms == pytest.approx(50.5)
+    assert stats.p95_ms == pytest.approx(95.05) and stats.p99_ms == pytest.approx(99.01)
+    assert stats.median_ms == stats.p50_ms
+
+
+def test_energy_is_measured_when_it_is_the_metric(tmp_path: Path) -> None:
+    from objectives import make_trainable
+
+    desc = _desc(tmp_path, metric="energy_mj")
+    assert (
+        make_trainable(desc, print_trials=False).args[1] is True
+    )  # partial(_trainable, data, energy)
+    plain = make_trainable(_desc(tmp_path), print_trials=False)
+    assert plain.args[1] is False
+    assert make_trainable(_desc(tmp_path), print_trials=False, energy=True).args[1] is True
