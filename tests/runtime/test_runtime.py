@@ -17,6 +17,7 @@ from ciq_tune.controls.matrix import MatrixEntry
 from ciq_tune.controls.matrix import SelectionRule
 from ciq_tune.controls.matrix import ShapeResult
 from ciq_tune.errors import ControlsFileError
+from ciq_tune.runtime import TunedKernel
 from ciq_tune.runtime import load
 
 DATA = Path(__file__).parents[1] / "objectives/data"
@@ -136,3 +137,34 @@ def test_launcher_picks_the_config_of_each_launch(tmp_path: Path, monkeypatch) -
 def test_runtime_does_not_import_ray() -> None:
     code = "import sys, ciq_tune.runtime; assert 'ray' not in sys.modules, 'ray imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_helion_configs_come_from_the_entries(tmp_path: Path) -> None:
+    import helion
+
+    entry = MatrixEntry(
+        key={"M": 16},
+        params={"block_sizes_0": 16},
+        helion_config={"block_sizes": [16, 32], "num_warps": 4},
+        shapes=[ShapeResult(sizes={"M": 16, "N": 64})],
+    )
+    record = cf.build(
+        kernel=cf.KernelInfo(
+            name="k", kind="helion", source="k.py", source_sha256="0" * 64, arch="sm_90"
+        ),
+        catalogs={},
+        controls={},
+        benchmark=cf.Benchmark(metric="time_ms", mode="min", sizes={"M": 16, "N": 64}),
+        scores=cf.Scores(baseline=2.0, best=1.0),
+        matrix=Matrix(
+            selection=SelectionRule(mode="per_key", key=["M"]), metric="time_ms", entries=[entry]
+        ),
+    )
+    tuned = load(cf.write(tmp_path / "h.controls.yaml", record))
+    config = tuned.helion_config_for({"M": 16, "N": 64})
+    assert isinstance(config, helion.Config)
+    assert config.config["block_sizes"] == [16, 32]
+    assert tuned.helion_configs() == [config]
+    no_helion = TunedKernel(tuned.controls_file.model_copy(update={"matrix": None}))
+    with pytest.raises(ControlsFileError, match="helion_config"):
+        no_helion.helion_config_for({"M": 16})
