@@ -73,6 +73,7 @@ def run_kernel(name: str, args: argparse.Namespace) -> dict[str, Any]:
     from objectives import make_search_space
     from objectives import make_trainable
     from objectives import starting_points
+    from objectives.description import ControlSelection
     from objectives.remeasure import ALTERNATIVE
     from objectives.remeasure import remeasure
     from objectives.verify import verify_config
@@ -81,7 +82,10 @@ def run_kernel(name: str, args: argparse.Namespace) -> dict[str, Any]:
     from searchers.staged import staged_search
 
     path, controls = KERNELS[name]
-    desc = on_this_gpu(REPO / path, DRY_SIZES[name] if args.dry_run else None)
+    loaded = on_this_gpu(REPO / path, DRY_SIZES[name] if args.dry_run else None)
+    # The description with the controls stage 2 searches: every variant is re-measured with it.
+    selection = {k: ControlSelection.model_validate(v) for k, v in controls.items()}
+    desc = loaded.model_copy(update={"controls": selection})
     device = "cpu" if args.dry_run else "cuda"
     noise = NoiseSettings()
 
@@ -112,7 +116,6 @@ def run_kernel(name: str, args: argparse.Namespace) -> dict[str, Any]:
         budget=args.budget,
         seed=args.seed,
         run_config=run_config,
-        controls=controls,
         trials_per_gpu=args.trials_per_gpu,
         noise=noise,
     )
@@ -200,6 +203,7 @@ def summarize(
         / v["staged"]["median_ms"]
         - 1,
         "graph_vs_protocol": verified["agreement"],
+        "graph_vs_protocol_speedups": verified["speedup_agreement"],
         "skipped": remeasured["skipped"],
         "has_default_comparison": identical is not None,
     }
@@ -224,6 +228,9 @@ def line(record: dict[str, Any]) -> str:
 
     gaps = ", ".join(f"{k} {100 * g:+.1f} %" for k, g in s["gap"].items())
     agree = ", ".join(f"{k} {x:.3f}" for k, x in s["graph_vs_protocol"].items())
+    agree += "; speedups " + ", ".join(
+        f"{k} {x:.3f}" for k, x in s["graph_vs_protocol_speedups"].items()
+    )
     return (
         f"{record['kernel']}: gap (re-measured / in-search - 1) {gaps}; staged/params-only "
         f"{fmt(s['staged_over_params_only'])}; controls {fmt(s['controls_contribution'])}; "
@@ -236,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", default=",".join(KERNELS), help="comma-separated")
     parser.add_argument("--budget", type=int, default=40, help="evaluations per search")
-    parser.add_argument("--rounds", type=int, default=50, help="re-measurement rounds")
+    parser.add_argument("--rounds", type=int, default=40, help="re-measurement rounds")
     parser.add_argument("--verify-rounds", type=int, default=20)
     parser.add_argument("--trials-per-gpu", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)

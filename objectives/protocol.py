@@ -40,8 +40,11 @@ class MeasurementProtocol:
     """How one round of timing is taken.
 
     Attributes:
-        warmup_ms: untimed launches before the timed ones, milliseconds (first launches pay
-            for JIT caches, clock ramp-up).
+        warmup_ms: untimed launches before the timed ones, milliseconds. Long enough for a
+            power-limited GPU to settle at the clock it sustains under this kernel: on an H200
+            a 4096³ fp16 matmul timed after 10 ms of warm-up ran at 1905 MHz in the search
+            (the GPU idle between trials) and at 1455-1755 MHz in back-to-back re-measurement
+            rounds, 17 % slower (docs/benchmarks.md, "Trust in the numbers").
         rep_ms: total duration of the timed launches, milliseconds. 40 ms is ~130 launches of
             a 0.2 ms kernel (with the L2 flush before each): the median's standard error is
             then ~0.2 % at a 2 % CV.
@@ -51,7 +54,7 @@ class MeasurementProtocol:
         max_rotate: at most this many input sets.
     """
 
-    warmup_ms: float = 10.0
+    warmup_ms: float = 100.0
     rep_ms: float = 40.0
     host_reps: int = 3
     rotate_bytes: int = 100 * 2**20

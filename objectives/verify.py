@@ -63,6 +63,7 @@ def verify(
     Returns:
         ``protocol`` and ``cuda_graph`` (each `objectives.remeasure.remeasure`'s record, the
         latter None off a GPU), ``agreement`` (variant → graph median / protocol median),
+        ``speedup_agreement`` (comparison → graph speedup / protocol speedup),
         ``recorded`` (the controls file's re-measured scores, if any) and ``kernel``.
     """
     record = cf.load(controls_path)
@@ -91,6 +92,7 @@ def verify_config(
     by_protocol = remeasure(desc, variants, **common)
     by_graph = None
     agreement: dict[str, float] = {}
+    speedups: dict[str, float] = {}
     if device == "cuda":
         from objectives.graph_timing import time_cuda_graph
 
@@ -99,12 +101,19 @@ def verify_config(
             other = by_graph["variants"].get(name)
             if other is not None:
                 agreement[name] = other["median_ms"] / stats["median_ms"]
+        # Each method has its own constant per-launch overhead (events around every launch vs
+        # none inside a graph); the speedups, ratios on one method, must agree.
+        for key, c in by_protocol["comparisons"].items():
+            other_c = by_graph["comparisons"].get(key)
+            if other_c is not None:
+                speedups[key] = other_c["speedup"] / c["speedup"]
     return {
         "kernel": desc.name,
         "alternative": None if desc.alternative is None else desc.alternative.name,
         "protocol": by_protocol,
         "cuda_graph": by_graph,
         "agreement": agreement,
+        "speedup_agreement": speedups,
         "recorded": None,
     }
 
@@ -144,6 +153,8 @@ def format_verification(result: dict[str, Any]) -> str:
             )
         for name, why in record["skipped"].items():
             lines.append(f"{method}: {name} not measured: {why}")
+    for key, ratio in result.get("speedup_agreement", {}).items():
+        lines.append(f"{key.replace('_vs_', ' over ')}: CUDA graph speedup / protocol {ratio:.3f}")
     recorded = result.get("recorded")
     if recorded is not None:
         tuned = result["protocol"]["variants"]["tuned"]["median_ms"]

@@ -50,9 +50,11 @@ class NoiseAwareBest:
 
     def near_best(self, value: float) -> bool:
         """Whether `value` (one round) is within noise of the best or better: re-measure it
-        before it counts. The first value is the best by definition and needs no confirmation."""
-        if self.best is None or not math.isfinite(value):
+        before it counts. The first value is confirmed too: it becomes the best at once."""
+        if not math.isfinite(value):
             return False
+        if self.best is None:
+            return True
         margin = (
             self.best * (1 + self.noise) if self.mode == "min" else self.best / (1 + self.noise)
         )

@@ -10,7 +10,7 @@ from objectives.protocol import measure_round
 
 
 def test_defaults_are_the_search_settings():
-    assert DEFAULT_PROTOCOL.warmup_ms == 10.0 and DEFAULT_PROTOCOL.rep_ms == 40.0
+    assert DEFAULT_PROTOCOL.warmup_ms == 100.0 and DEFAULT_PROTOCOL.rep_ms == 40.0
 
 
 @pytest.mark.parametrize(
