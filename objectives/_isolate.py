@@ -4,12 +4,14 @@ A candidate that hangs is killed, one that segfaults or corrupts its CUDA contex
 with its reason as data, and the calling process (a Ray worker) carries on. The worker is a
 fresh interpreter (``python -m objectives._isolate``, never a fork, so no CUDA state is
 inherited) and stays warm between candidates that end cleanly; it is replaced after a crash or
-a timeout.
+a timeout, and recycled after `max_tasks` tasks or once its resident memory passes
+`max_rss_mb`, so a task that leaks cannot grow the worker without bound.
 
 A task is a module-level function named ``"package.module:function"`` taking
 ``(payload, progress)`` and returning a result dict with a ``status`` in `STATUSES`. It calls
 ``progress("compiled")`` once compilation is over, which switches the deadline from the compile
 timeout to the run timeout. A result with ``"restart": True`` retires the worker after it.
+`call_pickled` is the task for user code given as a callable (cloudpickled with its arguments).
 """
 
 from __future__ import annotations
@@ -29,9 +31,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-STATUSES = ("ok", "compile_error", "timeout", "wrong_result", "crash")
-# Statuses after which the worker's CUDA context is known to be sound, so it may be reused.
-_KEEP_WARM = frozenset({"ok", "compile_error", "wrong_result"})
+STATUSES = ("ok", "compile_error", "timeout", "wrong_result", "crash", "error")
+# Statuses after which the worker's CUDA context is known to be sound, so it may be reused
+# ("error": user code raised an exception and the worker caught it).
+_KEEP_WARM = frozenset({"ok", "compile_error", "wrong_result", "error"})
+# A warm worker is replaced after this many tasks, or once its resident memory passes this
+# many MiB (a CUDA context and torch take ~1-2 GiB; a leak of 200 MB per task is caught
+# within a few tasks).
+DEFAULT_MAX_TASKS = 200
+DEFAULT_MAX_RSS_MB = 4096.0
 _PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # Seconds between liveness checks while waiting for a worker's message.
 _POLL_S = 0.5
@@ -64,6 +72,9 @@ class IsolatedWorker:
         preload: Modules the worker imports before it reports ready (``("torch", "triton")``),
             so that `IsolatedWorker.run`'s ``worker_spawn_s`` is the whole cost of a new worker.
         start_timeout_s: Longest wait, in seconds, for a new worker to import and report ready.
+        max_tasks: Tasks a worker runs before it is replaced (None: no limit).
+        max_rss_mb: Resident memory, in MiB, above which a worker is replaced after its task
+            (None: no limit).
     """
 
     def __init__(
@@ -72,11 +83,20 @@ class IsolatedWorker:
         env: Mapping[str, str] | None = None,
         preload: tuple[str, ...] = (),
         start_timeout_s: float = 120.0,
+        max_tasks: int | None = DEFAULT_MAX_TASKS,
+        max_rss_mb: float | None = DEFAULT_MAX_RSS_MB,
     ):
-        if start_timeout_s <= 0:
+        if not start_timeout_s > 0:
             raise ValueError(
                 f"`start_timeout_s` must be > 0, got start_timeout_s={start_timeout_s}"
             )
+        if max_tasks is not None and max_tasks < 1:
+            raise ValueError(f"`max_tasks` must be >= 1 or None, got max_tasks={max_tasks}")
+        if max_rss_mb is not None and not max_rss_mb > 0:
+            raise ValueError(f"`max_rss_mb` must be > 0 or None, got max_rss_mb={max_rss_mb}")
+        self._max_tasks = max_tasks
+        self._max_rss_mb = max_rss_mb
+        self._tasks = 0
         self._env = dict(env or {})
         self._preload = preload
         self._start_timeout_s = start_timeout_s
@@ -84,6 +104,7 @@ class IsolatedWorker:
         self._send: Connection | None = None
         self._recv: Connection | None = None
         self.spawns = 0
+        self.recycled = 0
 
     @property
     def pid(self) -> int | None:
@@ -118,6 +139,7 @@ class IsolatedWorker:
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(from_child_r, writable=False)
         self.spawns += 1
+        self._tasks = 0
         try:
             msg = self._wait(time.monotonic() + self._start_timeout_s)
         except (EOFError, OSError):
@@ -172,9 +194,16 @@ class IsolatedWorker:
         except _StartFailure as exc:
             return {**_failure("crash", str(exc)), "worker_spawn_s": math.nan, "wall_s": math.nan}
         result = self._run(target, payload, compile_timeout_s, run_timeout_s)
+        self._tasks += 1
         restart = result.pop("restart", False)
         if restart or result.get("status") not in _KEEP_WARM:
             self.close()
+        else:
+            reason = self._recycle_reason()
+            if reason is not None:
+                self.close()
+                self.recycled += 1
+                result["worker_recycled"] = reason
         result["worker_spawn_s"] = spawn_s
         result["wall_s"] = time.perf_counter() - t0
         return result
@@ -208,6 +237,35 @@ class IsolatedWorker:
                     )
                 return dict(result)
 
+    def rss_mb(self) -> float | None:
+        """Resident memory of the live worker in MiB (None: no worker, or not measurable)."""
+        pid = self.pid
+        if pid is None:
+            return None
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) / 1024.0  # the line is in KiB
+        except OSError:
+            pass
+        try:
+            import psutil
+
+            rss: float = psutil.Process(pid).memory_info().rss / 2**20
+        except Exception:  # psutil missing or the process gone: nothing to measure
+            return None
+        return rss
+
+    def _recycle_reason(self) -> str | None:
+        if self._max_tasks is not None and self._tasks >= self._max_tasks:
+            return f"ran max_tasks={self._max_tasks} tasks"
+        if self._max_rss_mb is not None:
+            rss = self.rss_mb()
+            if rss is not None and rss > self._max_rss_mb:
+                return f"resident memory {rss:.0f} MiB > max_rss_mb={self._max_rss_mb:g}"
+        return None
+
     def _reap(self) -> int | None:
         """Wait briefly for a dead worker's exit code, then clean up."""
         proc = self._proc
@@ -233,7 +291,9 @@ class IsolatedWorker:
             proc.wait()
 
 
-_WORKERS: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], IsolatedWorker] = {}
+_WORKERS: dict[
+    tuple[tuple[tuple[str, str], ...], tuple[str, ...], int | None, float | None], IsolatedWorker
+] = {}
 
 
 def run_isolated(
@@ -244,6 +304,8 @@ def run_isolated(
     run_timeout_s: float,
     env: Mapping[str, str] | None = None,
     preload: tuple[str, ...] = (),
+    max_tasks: int | None = DEFAULT_MAX_TASKS,
+    max_rss_mb: float | None = DEFAULT_MAX_RSS_MB,
 ) -> dict[str, Any]:
     """Run a task in this process's warm worker for `env` (started on first use).
 
@@ -257,6 +319,8 @@ def run_isolated(
         run_timeout_s: Seconds allowed for checking and benchmarking.
         env: Extra environment variables for the worker.
         preload: Modules a new worker imports before it takes tasks.
+        max_tasks: Tasks after which the worker is replaced (see `IsolatedWorker`).
+        max_rss_mb: Resident memory (MiB) above which the worker is replaced.
 
     Returns:
         The result dict (see `IsolatedWorker.run`).
@@ -265,10 +329,12 @@ def run_isolated(
     full_env.setdefault("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     if not full_env["CUDA_VISIBLE_DEVICES"]:
         del full_env["CUDA_VISIBLE_DEVICES"]
-    key = (tuple(sorted(full_env.items())), preload)
+    key = (tuple(sorted(full_env.items())), preload, max_tasks, max_rss_mb)
     worker = _WORKERS.get(key)
     if worker is None:
-        worker = _WORKERS[key] = IsolatedWorker(env=full_env, preload=preload)
+        worker = _WORKERS[key] = IsolatedWorker(
+            env=full_env, preload=preload, max_tasks=max_tasks, max_rss_mb=max_rss_mb
+        )
     return worker.run(
         target, payload, compile_timeout_s=compile_timeout_s, run_timeout_s=run_timeout_s
     )
@@ -278,6 +344,27 @@ def run_isolated(
 def _close_all() -> None:
     for worker in _WORKERS.values():
         worker.close()
+
+
+def call_pickled(payload: Mapping[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """Task running user code: ``payload["call"]`` is ``cloudpickle.dumps((fn, args))``.
+
+    Returns ``{"status": "ok", "value": cloudpickle.dumps(fn(*args))}``, or ``"error"`` with
+    the exception when `fn` raises or its value cannot be pickled back. ``payload["sys_path"]``
+    (the caller's ``sys.path``) lets functions pickled by reference be imported here.
+    """
+    import cloudpickle
+
+    for entry in payload.get("sys_path", ()):
+        if entry not in sys.path:
+            sys.path.append(entry)
+    fn, args = cloudpickle.loads(payload["call"])
+    # No progress("compiled"): the compile timeout covers the whole call.
+    try:
+        value = fn(*args)
+        return {"status": "ok", "value": cloudpickle.dumps(value)}
+    except Exception as exc:  # user code: any exception is its outcome, the worker is sound
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _resolve(target: str) -> Callable[..., Any]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import multiprocessing
+import math
+import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,9 +18,6 @@ from ciq_tune.compat.results import score_columns
 from ciq_tune.results import OK
 
 logger = logging.getLogger(__name__)
-
-# Seconds to wait for an isolated process to exit after it was killed.
-KILL_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -73,41 +71,28 @@ def call_isolated(
     num_objectives: int,
     timeout_s: float | None,
 ) -> Outcome:
-    """Call the objective in a fresh forked process, killed after `timeout_s` seconds."""
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(
-        target=_child, args=(objective, config, num_objectives, sender), daemon=True
-    )
-    process.start()
-    sender.close()
-    try:
-        if receiver.poll(timeout_s):
-            outcome: Outcome = receiver.recv()
-            process.join(KILL_GRACE_S)
-            return outcome
-    except EOFError:
-        process.join(KILL_GRACE_S)
-        return Outcome(
-            [INVALID_SCORE] * num_objectives,
-            "crash",
-            f"the evaluation process died with exit code {process.exitcode}",
-        )
-    finally:
-        receiver.close()
-        if process.is_alive():
-            process.kill()
-            process.join(KILL_GRACE_S)
-    return Outcome(
-        [INVALID_SCORE] * num_objectives,
-        "timeout",
-        f"killed after task_timeout={timeout_s} s",
-    )
+    """Call the objective in this process's isolated worker (`objectives._isolate`: a spawned
+    interpreter, never a fork, so a Ray worker's threads and CUDA state are not copied), killed
+    with its whole process group after `timeout_s` seconds."""
+    import cloudpickle
 
+    from objectives._isolate import run_isolated
 
-def _child(objective: Callable[[Any], Any], config: Any, num_objectives: int, sender: Any) -> None:
-    sender.send(call_objective(objective, config, num_objectives))
-    sender.close()
+    limit = math.inf if timeout_s is None else timeout_s
+    payload = {
+        "call": cloudpickle.dumps((call_objective, (objective, config, num_objectives))),
+        "sys_path": list(sys.path),
+    }
+    result = run_isolated(
+        "objectives._isolate:call_pickled", payload, compile_timeout_s=limit, run_timeout_s=limit
+    )
+    failed = [INVALID_SCORE] * num_objectives
+    if result["status"] == "ok":
+        outcome: Outcome = cloudpickle.loads(result["value"])
+        return outcome
+    if result["status"] == "timeout":
+        return Outcome(failed, "timeout", f"killed after task_timeout={timeout_s} s")
+    return Outcome(failed, result["status"], f"the evaluation process failed: {result['error']}")
 
 
 async def _await(value: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from pathlib import Path
 
 from ciq_tune.compat import INVALID_SCORE
 from ciq_tune.compat.evaluate import call_isolated
@@ -51,4 +52,43 @@ def test_isolated_evaluation_returns_scores_and_is_killed_on_timeout() -> None:
 
 def test_a_process_that_dies_is_a_crash() -> None:
     outcome = call_isolated(lambda c: os._exit(3), {}, 1, 30.0)
-    assert outcome.status == "crash" and "exit code 3" in (outcome.error or "")
+    assert outcome.status == "crash" and "exited with code 3" in (outcome.error or "")
+
+
+def _spawn_grandchild_then_hang(config: dict) -> float:
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "120"])
+    with open(config["pid_file"], "w") as f:
+        f.write(str(child.pid))
+    time.sleep(120)
+    return 0.0
+
+
+def test_isolation_is_a_fresh_interpreter_and_a_timeout_kills_its_process_group(
+    tmp_path: Path,
+) -> None:
+    import multiprocessing
+
+    # A fresh interpreter (spawned, not forked): the parent's start method is not inherited
+    # and the evaluation runs in another process.
+    pid = call_isolated(lambda c: os.getpid(), {}, 1, 30.0).scores[0]
+    assert pid != os.getpid()
+    pid_file = tmp_path / "grandchild.pid"
+    outcome = call_isolated(_spawn_grandchild_then_hang, {"pid_file": str(pid_file)}, 1, 2.0)
+    assert outcome.status == "timeout"
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(grandchild):
+        time.sleep(0.1)
+    assert not _alive(grandchild), "the evaluation's own child outlived the timeout"
+    assert multiprocessing.active_children() == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie waiting for its reaper is dead
+        return f.read().split()[2] != "Z"

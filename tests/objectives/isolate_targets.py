@@ -50,3 +50,14 @@ def raise_error(payload: Any, progress: Callable[[str], None]) -> dict[str, Any]
 def bad_result(payload: Any, progress: Callable[[str], None]) -> Any:
     """Return something that is not a result dict."""
     return 42
+
+
+_LEAKED: list[bytearray] = []
+
+
+def leak(payload: int, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Keep `payload` MB more memory alive after every call (a leaking kernel library)."""
+    _LEAKED.append(bytearray(payload * 1_000_000))
+    with open(f"/proc/{os.getpid()}/status") as f:
+        rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    return {"status": "ok", "pid": os.getpid(), "rss_mb": rss_kib / 1024.0}

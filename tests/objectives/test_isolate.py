@@ -105,3 +105,40 @@ def test_preload_counts_in_spawn_time():
         assert res["status"] == "ok" and res["worker_spawn_s"] > 0.3
     finally:
         worker.close()
+
+
+def test_a_leaking_worker_is_recycled_above_its_memory_limit() -> None:
+    worker = IsolatedWorker(max_rss_mb=150.0, max_tasks=None)
+    try:
+        pids, rss = [], []
+        for _ in range(6):
+            res = worker.run(f"{T}:leak", 40, compile_timeout_s=30, run_timeout_s=30)
+            assert res["status"] == "ok"
+            pids.append(res["pid"])
+            rss.append(res["rss_mb"])
+        # Each task keeps 40 MB more; the worker is replaced once it passes 150 MiB, so its
+        # memory never grows past the limit plus one task's leak.
+        assert worker.recycled >= 1 and len(set(pids)) >= 2
+        assert max(rss) < 150 + 40 + 10
+    finally:
+        worker.close()
+
+
+def test_a_worker_is_recycled_after_max_tasks() -> None:
+    worker = IsolatedWorker(max_tasks=2, max_rss_mb=None)
+    try:
+        pids = [
+            worker.run(f"{T}:echo", i, compile_timeout_s=30, run_timeout_s=30)["pid"]
+            for i in range(5)
+        ]
+        assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4]
+        assert worker.spawns == 3 and worker.recycled == 2
+    finally:
+        worker.close()
+
+
+def test_recycling_limits_are_validated() -> None:
+    with pytest.raises(ValueError, match="max_tasks"):
+        IsolatedWorker(max_tasks=0)
+    with pytest.raises(ValueError, match="max_rss_mb"):
+        IsolatedWorker(max_rss_mb=float("nan"))
