@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ciq_tune.compat import SearchResult
     from ciq_tune.compat import WorkerTypes
     from searchers.compileiq_searcher import CompileIQSearcher
+    from searchers.isolation import isolated_trainable
 
 # Names re-exported lazily from `ciq_tune.compat` (it loads pandas; `start()` loads Ray).
 _COMPAT = {
@@ -44,6 +45,7 @@ __all__ = [
     "SearchResult",
     "SearchSpace",
     "WorkerTypes",
+    "isolated_trainable",
     "space",
 ]
 __version__ = "0.1.0"
@@ -54,6 +56,10 @@ def __getattr__(name: str) -> Any:
         from searchers.compileiq_searcher import CompileIQSearcher
 
         return CompileIQSearcher
+    if name == "isolated_trainable":
+        from searchers.isolation import isolated_trainable
+
+        return isolated_trainable
     if name in _COMPAT:
         import ciq_tune.compat
 
