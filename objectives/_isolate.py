@@ -359,7 +359,7 @@ def call_pickled(payload: Mapping[str, Any], progress: Callable[[str], None]) ->
         if entry not in sys.path:
             sys.path.append(entry)
     fn, args = cloudpickle.loads(payload["call"])
-    # No progress("compiled"): the compile timeout covers the whole call.
+    progress("compiled")  # loaded (imports done): the run timeout now covers the call alone
     try:
         value = fn(*args)
         return {"status": "ok", "value": cloudpickle.dumps(value)}

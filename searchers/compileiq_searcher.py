@@ -175,7 +175,6 @@ class CompileIQSearcher(Searcher):
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:
-        _allow_results_without_metric()
         hidden = _placeholder_keys(config)
         if hidden and self._space is None and not _has_domains(config):
             raise ValueError(
@@ -212,6 +211,7 @@ class CompileIQSearcher(Searcher):
         return True
 
     def suggest(self, trial_id: str) -> dict | str | None:
+        _allow_results_without_metric()  # before any result of a trial it proposes
         if trial_id in self._live:  # Tune asked again for the same trial: same answer
             return self._engine_or_raise().pending_config(self._live[trial_id])
         engine = self._engine_or_raise()
@@ -621,7 +621,8 @@ def _allow_results_without_metric() -> None:
     """Let trials report results without the metric; this searcher records them as failed
     evaluations. Tune's strict check (on by default) would instead raise in `Tuner.fit()` and
     abort the whole search, evaluations already paid for included. Tune reads the switch in the
-    driver, where the searcher runs, each time it checks a result."""
+    driver, where the searcher runs, each time it checks a result; `suggest` sets it, as Tune
+    calls it (in the driver) before any trial it proposes can report."""
     if os.environ.get(_STRICT_METRIC_SWITCH) is None:
         os.environ[_STRICT_METRIC_SWITCH] = "1"
 

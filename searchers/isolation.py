@@ -26,6 +26,9 @@ from objectives._isolate import DEFAULT_MAX_TASKS
 from objectives._isolate import run_isolated
 
 Trainable = Callable[[dict[str, Any]], Any]
+# Seconds a worker may take to load the trainable (unpickle it, import its modules, Ray among
+# them) before the trial's own limit starts.
+LOAD_TIMEOUT_S = 120.0
 
 
 def isolated_trainable(
@@ -43,8 +46,9 @@ def isolated_trainable(
         trainable: a function taking the trial's config and returning its metrics (a dict, or
             a number when `metric` names one metric). It runs in another process, so it reports
             by returning, not by calling ``tune.report``.
-        trial_timeout_s: seconds a trial may run; past them its worker (and everything the
-            worker started) is killed and the trial reports ``status: timeout``.
+        trial_timeout_s: seconds a trial's call may run (counted once its worker has loaded
+            the trainable, which may take `LOAD_TIMEOUT_S` more); past them the worker and
+            everything it started are killed and the trial reports ``status: timeout``.
         metric: the metric(s) the search optimises; present in every result (NaN on failure).
         time_budget_s: the search's wall-clock budget in seconds, counted from this call (give
             the searcher's `time_budget_s`): a trial still running when it ends is cut there,
@@ -114,13 +118,16 @@ def _run_trial(
     outcome = run_isolated(
         "objectives._isolate:call_pickled",
         payload,
-        compile_timeout_s=limit,
+        compile_timeout_s=LOAD_TIMEOUT_S if deadline is None else min(LOAD_TIMEOUT_S, limit),
         run_timeout_s=limit,
         max_tasks=max_tasks,
         max_rss_mb=max_rss_mb,
     )
     status = outcome["status"]
     if status == "timeout":
+        if str(outcome.get("error", "")).startswith("compile"):
+            cause = f"loading the trainable took over {LOAD_TIMEOUT_S:g} s"
+            return _failure(metrics, "timeout", f"killed: {cause}")
         return _failure(metrics, "timeout", f"killed after {limit:.3g} s ({cause})")
     if status != "ok":
         return _failure(metrics, status, str(outcome.get("error", "")))
