@@ -42,7 +42,7 @@ def test_every_return_value_is_a_result_with_the_metric(value: object, status: s
     if status == "ok":
         assert math.isfinite(result["score"])
     else:
-        assert math.isnan(result["score"]) and result["error"] or status == "compile_error"
+        assert (math.isnan(result["score"]) and result["error"]) or status == "compile_error"
 
 
 def _raises(config: dict) -> float:
