@@ -108,17 +108,20 @@ def _run_trial(
     import cloudpickle
 
     limit, cause = trial_timeout_s, f"trial_timeout_s={trial_timeout_s:g}"
+    load_limit, load_cause = LOAD_TIMEOUT_S, f"over {LOAD_TIMEOUT_S:g} s"
     if deadline is not None:
         left = deadline - time.time()
         if left <= 0:
             return _failure(metrics, "timeout", "the search's time budget ran out before it ran")
         if left < limit:
             limit, cause = left, "the search's time budget"
+        if left < load_limit:
+            load_limit, load_cause = left, "the search's time budget"
     payload = {"call": cloudpickle.dumps((trainable, (config,))), "sys_path": list(sys.path)}
     outcome = run_isolated(
         "objectives._isolate:call_pickled",
         payload,
-        compile_timeout_s=LOAD_TIMEOUT_S if deadline is None else min(LOAD_TIMEOUT_S, limit),
+        compile_timeout_s=load_limit,
         run_timeout_s=limit,
         max_tasks=max_tasks,
         max_rss_mb=max_rss_mb,
@@ -126,8 +129,7 @@ def _run_trial(
     status = outcome["status"]
     if status == "timeout":
         if str(outcome.get("error", "")).startswith("compile"):
-            cause = f"loading the trainable took over {LOAD_TIMEOUT_S:g} s"
-            return _failure(metrics, "timeout", f"killed: {cause}")
+            return _failure(metrics, "timeout", f"killed loading the trainable ({load_cause})")
         return _failure(metrics, "timeout", f"killed after {limit:.3g} s ({cause})")
     if status != "ok":
         return _failure(metrics, status, str(outcome.get("error", "")))

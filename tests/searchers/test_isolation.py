@@ -66,7 +66,7 @@ def test_exceptions_crashes_and_hangs_are_failures_with_their_status() -> None:
     start = time.monotonic()
     hung = isolated_trainable(_hangs, trial_timeout_s=1.0, metric="score")({})
     assert hung["status"] == "timeout" and "trial_timeout_s=1" in hung["error"]
-    assert time.monotonic() - start < 8  # the limit plus a worker start
+    assert time.monotonic() - start < 30  # the limit plus starting a worker (slow when loaded)
     assert math.isnan(hung["score"])
 
 
@@ -75,7 +75,7 @@ def test_the_search_time_budget_cuts_a_hung_trial() -> None:
     start = time.monotonic()
     result = trainable({})
     assert result["status"] == "timeout" and "time budget" in result["error"]
-    assert time.monotonic() - start < 8
+    assert time.monotonic() - start < 30
     assert trainable({})["error"] == "the search's time budget ran out before it ran"
 
 
