@@ -173,15 +173,16 @@ def parse_yaml(
     text: str, *, source: str = "YAML text", error: type[CiqTuneError] = InputFileError
 ) -> Any:
     """Parse YAML text strictly (see `load_yaml`); `source` names it in messages."""
-    loader = _StrictLoader(text)
     try:
-        return loader.get_single_data()
+        loader = _StrictLoader(text)  # its reader refuses control characters right away
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
     except _Refused as exc:
         raise error(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
         raise error(f"{source}: not valid YAML: {_one_line(exc)}") from None
-    finally:
-        loader.dispose()
 
 
 def parse_json(

@@ -219,7 +219,8 @@ def run_faulty_search(
     start = time.perf_counter()
     grid = tuner.fit()
     wall = time.perf_counter() - start
-    rss = [r.metrics["rss_mb"] for r in grid if r.metrics and "rss_mb" in r.metrics]
+    trial_metrics = [grid[i].metrics or {} for i in range(len(grid))]
+    rss = [m["rss_mb"] for m in trial_metrics if "rss_mb" in m]
     return _summarise(
         searcher.results(), len(grid), rss, fault, rate, objectives, steady_state, isolated, budget
     ).with_wall(wall)

@@ -34,18 +34,14 @@ def _resume_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    import ray
-    from ray import tune
-
     from ciq_tune.validation import VALIDATION_DEFAULTS
     from objectives import load_description
     from objectives import make_search_space
     from objectives import make_trainable
     from objectives import starting_points
-    from searchers.compileiq_searcher import CompileIQSearcher
 
     settings_path = args.run_dir / RUN_SETTINGS
-    if not settings_path.is_file():
+    if not settings_path.exists():
         raise CiqTuneError(
             f"`run_dir` {str(args.run_dir)!r} has no {RUN_SETTINGS}; give the --out folder of a "
             "`ciq-tune tune` run"
@@ -58,6 +54,12 @@ def _resume(args: argparse.Namespace) -> int:
             "`ciq-tune tune`"
         )
     desc = load_description(settings["description"])
+    # Ray is imported once the arguments and files are known to be good (it takes seconds).
+    import ray
+    from ray import tune
+
+    from searchers.compileiq_searcher import CompileIQSearcher
+
     experiment = args.run_dir.resolve() / "ray" / desc.name
     if not tune.Tuner.can_restore(str(experiment)):
         raise CiqTuneError(f"no Ray Tune experiment to restore in {str(experiment)!r}")

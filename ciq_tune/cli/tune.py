@@ -98,16 +98,11 @@ VALIDATE_TOP = 3
 
 
 def _tune(args: argparse.Namespace) -> int:
-    import ray
-    from ray import tune
-
     from ciq_tune.tracking import TrackingConfig
     from objectives import load_description
     from objectives import make_search_space
     from objectives import make_trainable
     from objectives import starting_points
-    from searchers.kernel_search import kernel_tuner
-    from searchers.tracking import tracking_callbacks
 
     if args.budget < 1:
         raise CiqTuneError(f"`--budget` must be a positive evaluation count, got {args.budget}")
@@ -128,6 +123,13 @@ def _tune(args: argparse.Namespace) -> int:
         return tune_matrix_command(args, desc, settings)
     space = make_search_space(desc)
     points = starting_points(desc, space)
+    # Ray is imported once the arguments and files are known to be good (it takes seconds).
+    import ray
+    from ray import tune
+
+    from searchers.kernel_search import kernel_tuner
+    from searchers.tracking import tracking_callbacks
+
     args.out.mkdir(parents=True, exist_ok=True)
     write_run_settings(args)
     ray_init(args.address, args.num_cpus, args.verbose)
