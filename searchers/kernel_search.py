@@ -22,6 +22,9 @@ from ciq_tune.space import SearchSpace
 from ciq_tune.validation.noise_aware import CONFIRM_ROUNDS
 from ciq_tune.validation.noise_aware import NOISE
 from ciq_tune.validation.noise_aware import PATIENCE
+from objectives import make_trainable
+from objectives import measurement_is_exact
+from objectives.description import KernelDescription
 from searchers.compileiq_searcher import CompileIQSearcher
 from searchers.noise_aware import noise_aware
 from searchers.placement import Placement
@@ -214,6 +217,27 @@ class NoiseSettings:
     noise: float = NOISE
     confirm_rounds: int = CONFIRM_ROUNDS
     patience: int = PATIENCE
+
+
+def kernel_trainable(
+    desc: KernelDescription, *, noise: NoiseSettings | None = None
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The description's trainable (call after `ray.init`), noise-aware
+    (`searchers.noise_aware`: candidates within noise of the best are confirmed) unless a fresh
+    evaluation reproduces its metric exactly (`objectives.measurement_is_exact`). The
+    convergence stop is not used here: `noise.patience` is ignored (`run_search` has it)."""
+    trainable = make_trainable(desc)
+    if measurement_is_exact(desc):
+        return trainable
+    noise = noise or NoiseSettings()
+    wrapped, _ = noise_aware(
+        trainable,
+        metric=desc.metric,
+        mode=desc.mode,
+        noise=noise.noise,
+        confirm_rounds=noise.confirm_rounds,
+    )
+    return wrapped
 
 
 def _finite(value: Any) -> bool:

@@ -37,7 +37,6 @@ def _resume(args: argparse.Namespace) -> int:
     from ciq_tune.validation import VALIDATION_DEFAULTS
     from objectives import load_description
     from objectives import make_search_space
-    from objectives import make_trainable
     from objectives import starting_points
 
     settings_path = args.run_dir / RUN_SETTINGS
@@ -59,6 +58,7 @@ def _resume(args: argparse.Namespace) -> int:
     from ray import tune
 
     from searchers.compileiq_searcher import CompileIQSearcher
+    from searchers.kernel_search import kernel_trainable
 
     experiment = args.run_dir.resolve() / "ray" / desc.name
     if not tune.Tuner.can_restore(str(experiment)):
@@ -75,7 +75,7 @@ def _resume(args: argparse.Namespace) -> int:
     try:
         # A run.json from before trials could share a GPU has no trials_per_gpu: one per GPU.
         placement = place_trials(desc.kind, settings.get("trials_per_gpu", 1))
-        trainable = tune.with_resources(make_trainable(desc), placement.resources)
+        trainable = tune.with_resources(kernel_trainable(desc), placement.resources)
         with graceful_interrupt() as interrupt:
             grid = tune.Tuner.restore(str(experiment), trainable).fit()
         searcher = CompileIQSearcher()

@@ -101,7 +101,6 @@ def _tune(args: argparse.Namespace) -> int:
     from ciq_tune.tracking import TrackingConfig
     from objectives import load_description
     from objectives import make_search_space
-    from objectives import make_trainable
     from objectives import starting_points
 
     if args.budget < 1:
@@ -127,6 +126,7 @@ def _tune(args: argparse.Namespace) -> int:
     import ray
     from ray import tune
 
+    from searchers.kernel_search import kernel_trainable
     from searchers.kernel_search import kernel_tuner
     from searchers.tracking import tracking_callbacks
 
@@ -136,7 +136,7 @@ def _tune(args: argparse.Namespace) -> int:
     try:
         placement = place_trials(desc.kind, args.trials_per_gpu)
         tuner, searcher = kernel_tuner(
-            make_trainable(desc),
+            kernel_trainable(desc),
             placement,
             space=space,
             metric=desc.metric,
