@@ -15,6 +15,7 @@ import statistics
 import time
 
 from ray import tune
+from ray.tune.search import Searcher
 
 import ciq_tune.space as ss
 from ciq_tune import CompileIQSearcher
@@ -56,17 +57,19 @@ def score(config: dict) -> float:
     return sum(v for v in config.values() if isinstance(v, (int, float)) and v is not None)
 
 
-def time_direct(searcher, n: int) -> list[float]:
+def time_direct(searcher: Searcher, n: int) -> list[float]:
     times = []
     for i in range(n):
         start = time.perf_counter()
         config = searcher.suggest(f"t{i}")
+        if not isinstance(config, dict):
+            raise RuntimeError(f"{type(searcher).__name__} gave no configuration: {config!r}")
         searcher.on_trial_complete(f"t{i}", {"score": score(config)})
         times.append((time.perf_counter() - start) * 1e3)
     return times
 
 
-def trials_per_second(searcher, trials: int) -> float:
+def trials_per_second(searcher: Searcher, trials: int) -> float:
     start = time.perf_counter()
     tune.Tuner(
         lambda c: {"score": score(c)},

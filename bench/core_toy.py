@@ -34,6 +34,8 @@ def evals_to_optimum_engine(seed: int, budget: int, strategy: str = "auto") -> i
     count = 0
     while not engine.finished:
         candidate = engine.ask()
+        if candidate is None:  # nothing to ask before a result comes back: cannot happen here
+            break
         count += 1
         value = toy(candidate.config)
         engine.tell(candidate.id, value)

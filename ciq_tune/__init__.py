@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from ciq_tune import space
+from ciq_tune._version import __version__
 from ciq_tune.space import SearchSpace
 
 if TYPE_CHECKING:
@@ -45,10 +46,10 @@ __all__ = [
     "SearchResult",
     "SearchSpace",
     "WorkerTypes",
+    "__version__",
     "isolated_trainable",
     "space",
 ]
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:

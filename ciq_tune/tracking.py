@@ -73,7 +73,7 @@ def sqlite_uri(directory: str | Path) -> str:
 
 def search_tags(search_name: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Tags that group a search's runs: the search name and the ciq-tune version."""
-    from ciq_tune import __version__
+    from ciq_tune._version import __version__
 
     return {SEARCH_TAG: search_name, "ciq_tune.version": __version__, **dict(extra or {})}
 

@@ -49,7 +49,7 @@ def main() -> None:
         points_to_evaluate=starting_points(desc, space),
         seed=0,
     )
-    trainable = make_trainable(desc, print_trials=False, energy=True)
+    trainable = make_trainable(desc, energy=True)
     tune.Tuner(
         tune.with_resources(trainable, {"cpu": 1, "gpu": 1}),
         tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, reuse_actors=True),

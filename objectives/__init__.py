@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -30,17 +29,15 @@ __all__ = [
 
 
 def make_trainable(
-    description: KernelDescription, *, print_trials: bool = True, energy: bool | None = None
+    description: KernelDescription, *, energy: bool | None = None
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The Ray Tune trainable of a description, from ``objectives.<kind>.make_trainable``.
+    """The trainable of a description, from ``objectives.<kind>.make_trainable``.
 
     The module is imported only here, so that a PTX search never imports torch or Triton.
+    `searchers.kernel_search.kernel_trainable` adds the per-trial log lines of a Tune run.
 
     Args:
         description: The kernel description.
-        print_trials: Print each trial's id, configuration and result to stdout, which Ray
-            keeps as the log of the trial's actor (browsable in the Ray dashboard). Tune then
-            names trials and their actors after the description.
         energy: Also measure NVML energy per call (``energy_mj``) and mean power
             (``power_w``) on a GPU; None: when the description's metric is one of them. Pass
             True to search them as extra objectives of a multi-objective search.
@@ -53,24 +50,7 @@ def make_trainable(
         trainable = module.make_trainable(description)  # compile-only: nothing to power
     else:
         trainable = module.make_trainable(description, energy=energy)
-    if not print_trials:
-        return trainable
-    printed = functools.partial(_printed_trial, trainable)
-    printed.__name__ = description.name  # type: ignore[attr-defined]
-    return printed
-
-
-def _printed_trial(
-    trainable: Callable[[dict[str, Any]], dict[str, Any]], config: dict[str, Any]
-) -> dict[str, Any]:
-    from ray import tune
-
-    trial_id = tune.get_context().get_trial_id()
-    print(f"[ciq-tune] trial {trial_id} config {json.dumps(config, sort_keys=True)}", flush=True)
-    result = trainable(config)
-    summary = json.dumps(result, sort_keys=True, default=str)
-    print(f"[ciq-tune] trial {trial_id} result {summary}", flush=True)
-    return result
+    return trainable
 
 
 def make_measure(description: KernelDescription) -> Callable[[Any], float]:
@@ -91,7 +71,7 @@ def make_measure(description: KernelDescription) -> Callable[[Any], float]:
         evaluate = functools.partial(evaluate_ptx, description)
     else:
         # The timed kinds' trainables return their result dict and work outside Ray too.
-        evaluate = make_trainable(description, print_trials=False)
+        evaluate = make_trainable(description)
 
     def measure(config: Any) -> float:
         result = evaluate(config)

@@ -19,8 +19,7 @@ import ciq_tune.space as ss
 from ciq_tune.errors import ConstraintError
 from ciq_tune.errors import DescriptionError
 from ciq_tune.errors import SpaceError
-from ciq_tune.space.constraints import _ALLOWED_FUNCTIONS
-from ciq_tune.space.constraints import _compile_expression
+from ciq_tune.space.constraints import SafeExpression
 from ciq_tune.strict_io import load_data
 from ciq_tune.strict_io import sha256_file
 
@@ -417,10 +416,10 @@ def _shape_entry(index: int, entry: Any) -> Any:
 
 def _check_expression(text: str, names: set[str], field: str) -> None:
     try:
-        _, used = _compile_expression(text)
+        used = SafeExpression(text).names
     except ConstraintError as exc:
         raise ValueError(f"`{field}`: {exc}") from exc
-    unknown = sorted(n for n in used if n not in names and n not in _ALLOWED_FUNCTIONS)
+    unknown = sorted(used - names)
     if unknown:
         raise ValueError(
             f"`{field}` expression {text!r} names {unknown}, which are neither `params` nor "
@@ -429,9 +428,9 @@ def _check_expression(text: str, names: set[str], field: str) -> None:
 
 
 def _evaluate(text: str, scope: dict[str, Any], field: str) -> tuple[int, ...]:
-    code, _ = _compile_expression(text)
+    expression = SafeExpression(text)
     try:
-        value = eval(code, {"__builtins__": {}}, {**_ALLOWED_FUNCTIONS, **scope})
+        value = expression.evaluate(scope)
     except (ArithmeticError, NameError, TypeError, ValueError) as exc:
         raise DescriptionError(f"`{field}` expression {text!r} failed on {scope!r}: {exc}") from exc
     items = value if isinstance(value, (tuple, list)) else (value,)

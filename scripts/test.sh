@@ -1,7 +1,31 @@
 #!/usr/bin/env bash
-# Install ciq-tune with its test dependencies into .venv from scratch, then run the tests.
-# GPU tests are marked `gpu` and skip without a GPU; extra pytest arguments are passed on.
+# Install ciq-tune with its test dependencies into .venv from scratch, run the static checks
+# (scripts/lint.sh), then the tests in two tiers (tests/conftest.py):
+#   fast: every test that starts no Ray (pytest -m "not ray")
+#   full: the fast tier, then the tests that use Ray (pytest -m ray, one shared Ray instance)
+# Usage: bash scripts/test.sh [fast|full] [pytest arguments…]   (default: full)
+# GPU tests are marked `gpu` and skip without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tier=full
+if [[ ${1:-} == fast || ${1:-} == full ]]; then
+  tier=$1
+  shift
+fi
 bash scripts/install.sh dev,gpu,helion,mlflow,report
-.venv/bin/python -m pytest -q "$@"
+bash scripts/lint.sh
+# Exit status 5 means "no test selected" (e.g. a -k that matches only one tier): not a failure.
+tier_run() {
+  local status=0
+  .venv/bin/python -m pytest -q "$@" || status=$?
+  if [[ $status -ne 0 && $status -ne 5 ]]; then
+    exit "$status"
+  fi
+}
+SECONDS=0
+tier_run -m "not ray" "$@"
+echo "fast tier: ${SECONDS} s"
+if [[ $tier == full ]]; then
+  tier_run -m ray "$@"
+  echo "fast + Ray tiers: ${SECONDS} s"
+fi

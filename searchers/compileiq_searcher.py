@@ -210,7 +210,8 @@ class CompileIQSearcher(Searcher):
             self._engine_config.setdefault("steady_state", True)
         return True
 
-    def suggest(self, trial_id: str) -> dict | str | None:
+    # Ray annotates `Optional[Dict]` but documents (and its searchers return) Searcher.FINISHED.
+    def suggest(self, trial_id: str) -> dict | str | None:  # type: ignore[override]
         _allow_results_without_metric()  # before any result of a trial it proposes
         if trial_id in self._live:  # Tune asked again for the same trial: same answer
             return self._engine_or_raise().pending_config(self._live[trial_id])
@@ -412,7 +413,7 @@ class CompileIQSearcher(Searcher):
                 f"`weights` needs one value per metric {metrics}, got weights={self._weights}"
             )
         objectives = [
-            Objective(name=m, mode=d, weight=w)
+            Objective.model_validate({"name": m, "mode": d, "weight": w})
             for m, d, w in zip(metrics, modes, weights, strict=True)
         ]
         self._engine = create_engine(

@@ -7,6 +7,8 @@ budgets, output folders and what they do with the results.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import math
 import time
 from collections.abc import Callable
@@ -29,6 +31,28 @@ from searchers.compileiq_searcher import CompileIQSearcher
 from searchers.noise_aware import noise_aware
 from searchers.placement import Placement
 from searchers.placement import plan_placement
+
+
+def logged_trainable(description: KernelDescription) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The description's trainable, printing each trial's id, configuration and result.
+
+    Ray keeps a trial actor's stdout as its log (browsable in the Ray dashboard); Tune names
+    trials and their actors after the description.
+    """
+    printed = functools.partial(_printed_trial, make_trainable(description))
+    printed.__name__ = description.name  # type: ignore[attr-defined]
+    return printed
+
+
+def _printed_trial(
+    trainable: Callable[[dict[str, Any]], dict[str, Any]], config: dict[str, Any]
+) -> dict[str, Any]:
+    trial_id = tune.get_context().get_trial_id()
+    print(f"[ciq-tune] trial {trial_id} config {json.dumps(config, sort_keys=True)}", flush=True)
+    result = trainable(config)
+    summary = json.dumps(result, sort_keys=True, default=str)
+    print(f"[ciq-tune] trial {trial_id} result {summary}", flush=True)
+    return result
 
 
 def placement_on_cluster(kind: str, trials_per_gpu: int = 1) -> Placement:
@@ -225,8 +249,9 @@ def kernel_trainable(
     """The description's trainable (call after `ray.init`), noise-aware
     (`searchers.noise_aware`: candidates within noise of the best are confirmed) unless a fresh
     evaluation reproduces its metric exactly (`objectives.measurement_is_exact`). The
-    convergence stop is not used here: `noise.patience` is ignored (`run_search` has it)."""
-    trainable = make_trainable(desc)
+    convergence stop is not used here: `noise.patience` is ignored (`run_search` has it).
+    Each trial prints its id, configuration and result (`logged_trainable`)."""
+    trainable = logged_trainable(desc)
     if measurement_is_exact(desc):
         return trainable
     noise = noise or NoiseSettings()

@@ -88,7 +88,8 @@ class BucketOutcome:
 
 
 def _quiet(desc: KernelDescription) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    return make_trainable(desc, print_trials=False)
+    # The objective itself prints nothing (kernel_search.logged_trainable adds the trial log).
+    return make_trainable(desc)
 
 
 def tune_matrix(

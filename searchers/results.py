@@ -27,8 +27,12 @@ def results_from_result_grid(
     """
     metrics = [metric] if isinstance(metric, str) else list(metric)
     modes = [mode] * len(metrics) if isinstance(mode, str) else list(mode)
-    objectives = [Objective(name=m, mode=d) for m, d in zip(metrics, modes, strict=True)]
-    results = sorted(grid, key=lambda r: (r.metrics or {}).get("timestamp", math.inf))
+    objectives = [
+        Objective.model_validate({"name": m, "mode": d})
+        for m, d in zip(metrics, modes, strict=True)
+    ]
+    trials = [grid[i] for i in range(len(grid))]
+    results = sorted(trials, key=lambda r: (r.metrics or {}).get("timestamp", math.inf))
     records = []
     for index, result in enumerate(results):
         last = result.metrics or {}

@@ -23,12 +23,12 @@ from ray import tune
 from ciq_tune.space import Choice
 from ciq_tune.space import SearchSpace
 from objectives import make_search_space
-from objectives import make_trainable
 from objectives import starting_points
 from objectives.description import ControlSelection
 from objectives.description import KernelDescription
 from searchers.kernel_search import NoiseSettings
 from searchers.kernel_search import SearchRun
+from searchers.kernel_search import logged_trainable
 from searchers.kernel_search import run_search
 
 # Share of the evaluations that go to the kernel parameters (stage 1).
@@ -114,7 +114,7 @@ def staged_search(
         "noise": noise,
     }
     stage1 = run_search(
-        make_trainable(params_desc),
+        logged_trainable(params_desc),
         space=params_space,
         budget=params_budget,
         points_to_evaluate=starting_points(params_desc, params_space),
@@ -133,7 +133,7 @@ def staged_search(
         return StagedRun(stage1, None, best_params, best_params)
     param_sets = [dict(c.get("params", {})) for c in tops]
     space = SearchSpace({"top": Choice(list(range(len(param_sets)))), "controls": controls_space})
-    trainable = functools.partial(_on_top, make_trainable(controls_desc), param_sets)
+    trainable = functools.partial(_on_top, logged_trainable(controls_desc), param_sets)
     trainable.__name__ = f"{desc.name}_controls"  # type: ignore[attr-defined]
     stage2 = run_search(
         trainable,

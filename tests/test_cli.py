@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from ciq_tune.cli import COMMANDS
-from ciq_tune.cli.tune import write_outputs
 from ciq_tune.cli import main
+from ciq_tune.cli.tune import write_outputs
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
@@ -116,6 +116,7 @@ def test_tune_keeps_trial_output_off_the_console_unless_verbose(
         seen.update(kwargs)
         raise CiqTuneError("stopped before the search")
 
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", fake_init)
     assert main(["tune", str(EXAMPLE), "--out", str(tmp_path), *argv]) == 2
     assert seen["log_to_driver"] is forwarded
@@ -184,7 +185,9 @@ def test_tune_writes_the_validated_winner_or_else_the_baseline(
 
 @needs_ptxas
 @pytest.mark.slow
-def test_tune_writes_a_controls_file_that_apply_and_check_accept(tmp_path: Path) -> None:
+def test_tune_writes_a_controls_file_that_apply_and_check_accept(
+    ray_cluster: None, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     args = ["tune", str(EXAMPLE), "--budget", "8", "--num-cpus", "2", "--out", str(out)]
     assert main([*args, "--tracking", "none"]) == 0
@@ -201,7 +204,7 @@ def test_tune_writes_a_controls_file_that_apply_and_check_accept(tmp_path: Path)
 
 @needs_ptxas
 @pytest.mark.slow
-def test_tune_validates_a_timed_ptx_metric_through_ray(tmp_path: Path) -> None:
+def test_tune_validates_a_timed_ptx_metric_through_ray(ray_cluster: None, tmp_path: Path) -> None:
     # compile_time_s is a timing, so `tune` re-measures the top 2 (fresh ptxas runs, no cache).
     text = EXAMPLE.read_text().replace("metric: spill_bytes", "metric: compile_time_s")
     description = tmp_path / "spill.yaml"

@@ -43,12 +43,13 @@ def tune_matrix_command(
     )
     args.out.mkdir(parents=True, exist_ok=True)
     write_run_settings(args)
-    ray_init(args.address, args.num_cpus, args.verbose)
+    started_ray = ray_init(args.address, args.num_cpus, args.verbose)
     try:
         placement = place_trials(desc.kind, args.trials_per_gpu)
         outcomes = tune_matrix(desc, matrix_settings, placement, lambda n: _run_config(args, n))
     finally:
-        ray.shutdown()
+        if started_ray:
+            ray.shutdown()
     for index, outcome in enumerate(outcomes):
         outcome.results.to_csv(args.out / f"evaluations-{index}.csv")
         print(

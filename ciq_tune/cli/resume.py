@@ -71,7 +71,7 @@ def _resume(args: argparse.Namespace) -> int:
     config = validation_config(
         settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"])
     )
-    ray_init(address, num_cpus, args.verbose)
+    started_ray = ray_init(address, num_cpus, args.verbose)
     try:
         # A run.json from before trials could share a GPU has no trials_per_gpu: one per GPU.
         placement = place_trials(desc.kind, settings.get("trials_per_gpu", 1))
@@ -85,7 +85,8 @@ def _resume(args: argparse.Namespace) -> int:
             return report_interrupted(args.run_dir, searcher.results())
         validation = validate_best(desc, searcher.results(), points[0], validate_top, config)
     finally:
-        ray.shutdown()
+        if started_ray:
+            ray.shutdown()
     return write_outputs(args.run_dir, desc, searcher.results(), grid, points, validation)
 
 

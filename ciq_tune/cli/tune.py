@@ -84,13 +84,17 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
     add_verbose(parser)
 
 
-def ray_init(address: str | None, num_cpus: int | None, verbose: bool) -> None:
-    """Start or join Ray for `tune`/`resume`."""
+def ray_init(address: str | None, num_cpus: int | None, verbose: bool) -> bool:
+    """Start or join Ray for `tune`/`resume`; False when this process already runs Ray (`main`
+    called from a program or notebook that has it), which the command then leaves running."""
     import ray
 
+    if ray.is_initialized():
+        return False
     # Forwarding worker output prints each trial's lines and, at shutdown, the tracebacks of
     # actors Ray ends with SIGTERM; only on request.
     ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=verbose)
+    return True
 
 
 VALIDATE_TOP = 3
@@ -132,7 +136,7 @@ def _tune(args: argparse.Namespace) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     write_run_settings(args)
-    ray_init(args.address, args.num_cpus, args.verbose)
+    started_ray = ray_init(args.address, args.num_cpus, args.verbose)
     try:
         placement = place_trials(desc.kind, args.trials_per_gpu)
         tuner, searcher = kernel_tuner(
@@ -162,7 +166,8 @@ def _tune(args: argparse.Namespace) -> int:
         _print_throughput(grid, time.perf_counter() - started, placement)
         validation = validate_best(desc, searcher.results(), points[0], args.validate_top, settings)
     finally:
-        ray.shutdown()
+        if started_ray:
+            ray.shutdown()
     return write_outputs(args.out, desc, searcher.results(), grid, points, validation)
 
 

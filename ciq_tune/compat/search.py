@@ -281,8 +281,8 @@ class Search:
         import ray
         from ray import tune
 
-        from ciq_tune.compat.stopper import FirstPoolFailed
         from searchers.compileiq_searcher import CompileIQSearcher
+        from searchers.stoppers import FirstPoolFailed
         from searchers.tracking import tracking_callbacks
 
         config = self.search_config

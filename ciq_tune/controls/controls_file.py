@@ -197,7 +197,7 @@ def build(
         matrix: the tuned shapes and per-shape configurations (a description with `shapes`);
             each entry's `rendered` is filled in here from its `controls`.
     """
-    from ciq_tune import __version__
+    from ciq_tune._version import __version__
 
     rendered: dict[str, Any] = {}
     checked: dict[str, Any] = {}

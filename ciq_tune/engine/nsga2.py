@@ -6,6 +6,7 @@ binary tournament on (rank, larger crowding distance).
 
 from __future__ import annotations
 
+from typing import Any
 from typing import ClassVar
 
 import numpy as np
@@ -15,7 +16,7 @@ from ciq_tune.engine.base import Engine
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.results import EvaluationRecord
 
-NSGA2_DEFAULTS = {"pool_size": 24, "crossover_prob": 0.9}
+NSGA2_DEFAULTS: dict[str, Any] = {"pool_size": 24, "crossover_prob": 0.9}
 
 
 class NSGA2Config(EngineConfig):

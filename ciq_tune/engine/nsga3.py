@@ -7,6 +7,7 @@ partitions as fit in the pool, or the user's own `ref_dirs` (e.g. to emphasise a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from typing import ClassVar
 
@@ -80,7 +81,7 @@ class NSGA3(NSGA2):
             for name in ("ideal_point", "worst_point", "nadir_point", "extreme_points")
         }
 
-    def _load_strategy_state(self, state: dict[str, Any]) -> None:
+    def _load_strategy_state(self, state: Mapping[str, Any]) -> None:
         if not state:
             return
         norm = self._reference_survival().norm

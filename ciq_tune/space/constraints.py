@@ -127,6 +127,25 @@ class Constraint:
         return f"Constraint({self.rule!r})"
 
 
+class SafeExpression:
+    """An arithmetic expression over named values that may call only pure number functions
+    (``abs``, ``min``, ``max``, ``log2``, ``ceil``, …), e.g. ``"ceil(N / BM)"``.
+
+    Args:
+        text: The expression; a `ConstraintError` says what it uses that is not allowed.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._code, names = _compile_expression(text)
+        self.names: frozenset[str] = frozenset(n for n in names if n not in _ALLOWED_FUNCTIONS)
+        """The values the expression reads (the functions it calls excluded)."""
+
+    def evaluate(self, scope: Mapping[str, Any]) -> Any:
+        """The expression's value with `scope`'s names bound (errors propagate as raised)."""
+        return eval(self._code, {"__builtins__": {}}, {**_ALLOWED_FUNCTIONS, **scope})
+
+
 def _compile_expression(text: str) -> tuple[Any, frozenset[str]]:
     try:
         tree = ast.parse(text, mode="eval")

@@ -268,12 +268,21 @@ class DiscreteParameter(Parameter):
         return 0.0 if n == 1 else float(gene) / (n - 1)  # type: ignore[arg-type]
 
 
-def _numeric(name: str, value: Any) -> float:
+def _gene_value(gene: Gene) -> float:
+    """A continuous gene as a number (a knocked-out gene has none and never reaches here)."""
+    if gene is None:
+        raise SpaceError("a continuous parameter's gene is None: it has no value to move")
+    return float(gene)
+
+
+def _numeric(name: str, value: Any) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise SpaceError(f"`{name}` must be a number, got {name}={value!r}")
     if not math.isfinite(value):
         raise SpaceError(f"`{name}` must be finite, got {name}={value!r}")
-    return value
+    # numpy scalars become Python numbers, so that configurations stay JSON-serialisable.
+    number: int | float = value.item() if isinstance(value, np.generic) else value
+    return number
 
 
 class Range(DiscreteParameter):
@@ -469,7 +478,9 @@ class Uniform(Parameter):
 
     def _value_mutate(self, gene: Gene, rng: np.random.Generator) -> Gene:
         lo, hi = self._to_internal(self.low), self._to_internal(self.high)
-        x = self._to_internal(float(gene)) + rng.normal(0.0, _CONTINUOUS_MUTATION_SIGMA * (hi - lo))
+        x = self._to_internal(_gene_value(gene)) + rng.normal(
+            0.0, _CONTINUOUS_MUTATION_SIGMA * (hi - lo)
+        )
         # Reflect at the bounds so that mass does not pile up on them.
         if x < lo:
             x = lo + (lo - x)
@@ -479,7 +490,7 @@ class Uniform(Parameter):
 
     def _value_neighbors(self, gene: Gene, radius: int) -> list[Gene]:
         lo, hi = self._to_internal(self.low), self._to_internal(self.high)
-        x, delta = self._to_internal(float(gene)), 0.05 * radius * (hi - lo)
+        x, delta = self._to_internal(_gene_value(gene)), 0.05 * radius * (hi - lo)
         return [self._from_internal(v) for v in (x - delta, x + delta) if lo <= v <= hi]
 
     def _value_encode(self, value: Any) -> Gene:

@@ -41,13 +41,8 @@ def test_screened_engine_beats_random_search(small: Problem) -> None:
 
 
 @pytest.mark.slow
-def test_ray_tune_path_gives_the_same_evaluations(small: Problem) -> None:
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        via_ray = ray_tune_replay(small, 20, 5)
-    finally:
-        ray.shutdown()
+def test_ray_tune_path_gives_the_same_evaluations(ray_cluster: None, small: Problem) -> None:
+    via_ray = ray_tune_replay(small, 20, 5)
     direct = engine_tuner("auto")(small, 20, 5)
     assert list(via_ray.seen) == list(direct.seen)
     assert via_ray.trace == direct.trace

@@ -28,7 +28,7 @@ from typing import Any
 import psutil
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("two_node_search.py")

@@ -59,7 +59,10 @@ class _InterruptOnce(tune.Callback):
 @needs_ptxas
 @pytest.mark.slow
 def test_resume_finishes_an_interrupted_tune_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ray_cluster: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     import searchers.tracking
 

@@ -49,15 +49,6 @@ def test_arguments_are_validated() -> None:
         _search(lambda c: 0.0).start(num_workers=0)
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def _flaky(config: dict) -> tuple[float, float]:
     if config["x"] > 15:
         raise RuntimeError("crashed")
@@ -68,7 +59,7 @@ def _flaky(config: dict) -> tuple[float, float]:
 
 @pytest.mark.slow
 def test_a_multi_objective_search_survives_crashes_and_dumps_its_table(
-    local_ray: None, tmp_path: Path
+    ray_cluster: None, tmp_path: Path
 ) -> None:
     dump = tmp_path / "results.csv"
     config = SearchConfiguration(pool_size=6, generations=2, num_objectives=2, normalize=True)
@@ -93,7 +84,7 @@ def test_a_multi_objective_search_survives_crashes_and_dumps_its_table(
 
 
 @pytest.mark.slow
-def test_exit_on_failure_stops_when_the_first_pool_all_fails(local_ray: None) -> None:
+def test_exit_on_failure_stops_when_the_first_pool_all_fails(ray_cluster: None) -> None:
     def always_broken(config: dict) -> float:
         raise ValueError("bad objective")
 

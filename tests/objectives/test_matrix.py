@@ -194,9 +194,8 @@ def test_energy_is_measured_when_it_is_the_metric(tmp_path: Path) -> None:
     from objectives import make_trainable
 
     desc = _desc(tmp_path, metric="energy_mj")
-    assert (
-        make_trainable(desc, print_trials=False).args[1] is True
-    )  # partial(_trainable, data, energy)
-    plain = make_trainable(_desc(tmp_path), print_trials=False)
-    assert plain.args[1] is False
-    assert make_trainable(_desc(tmp_path), print_trials=False, energy=True).args[1] is True
+    # partial(objectives._trainable._trainable, worker, data, energy)
+    assert make_trainable(desc).args[2] is True
+    plain = make_trainable(_desc(tmp_path))
+    assert plain.args[2] is False
+    assert make_trainable(_desc(tmp_path), energy=True).args[2] is True

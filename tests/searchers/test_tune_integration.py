@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
@@ -17,14 +16,7 @@ from ciq_tune import CompileIQSearcher
 from searchers import results_from_result_grid
 from tests.engine.conftest import TOY_SPACE
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
 
 
 def _run(trainable, searcher, tmp_path: Path, name: str, **tune_kwargs) -> tune.ResultGrid:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,6 @@ from searchers.tracking import SafeCallback  # noqa: E402
 from searchers.tracking import tracking_callbacks  # noqa: E402
 
 SAMPLES = 3
-
-
-@pytest.fixture(scope="module")
-def ray_local() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def kernel_trainable(config: dict[str, Any]) -> None:
@@ -62,7 +54,7 @@ def run_search(tmp_path: Path, callbacks: list[Any], name: str = "tiny") -> tune
 
 @pytest.mark.slow
 def test_mlflow_run_per_trial_with_params_metrics_artifacts(
-    ray_local: None, tmp_path: Path
+    ray_cluster: None, tmp_path: Path
 ) -> None:
     from mlflow import MlflowClient
 
@@ -91,7 +83,7 @@ def test_mlflow_run_per_trial_with_params_metrics_artifacts(
 @pytest.mark.slow
 @pytest.mark.parametrize("broken", ["bad_uri", "unwritable_dir"])
 def test_tracking_failure_never_breaks_a_search(
-    ray_local: None, tmp_path: Path, caplog: pytest.LogCaptureFixture, broken: str
+    ray_cluster: None, tmp_path: Path, caplog: pytest.LogCaptureFixture, broken: str
 ) -> None:
     if broken == "bad_uri":
         config = TrackingConfig(tracking_uri="nosuchscheme://nowhere")
@@ -113,7 +105,7 @@ def test_tracking_failure_never_breaks_a_search(
 
 @pytest.mark.slow
 def test_logging_backend_writes_one_line_per_result(
-    ray_local: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ray_cluster: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     callbacks = tracking_callbacks(TrackingConfig(backend="log"), run_dir=tmp_path, search_name="t")
     with caplog.at_level(logging.INFO, logger="ciq_tune.tracking"):

@@ -1,4 +1,4 @@
-"""Trainables print each trial's configuration and result: the log of its actor in Ray."""
+"""Kernel trainables print each trial's configuration and result: the log of its actor in Ray."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from objectives import load_description
 from objectives import make_search_space
 from objectives import make_trainable
 from objectives import starting_points
+from searchers.kernel_search import logged_trainable
 
 EXAMPLE = Path(__file__).parents[2] / "examples/kernels/ptx/spill.yaml"
 pytestmark = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
@@ -29,7 +30,7 @@ def test_trial_prints_its_configuration_and_result(
     monkeypatch.setenv("CIQ_TUNE_CACHE", str(tmp_path))
     desc = load_description(EXAMPLE)
     config = starting_points(desc, make_search_space(desc))[0]  # the baseline compiles
-    trainable = make_trainable(desc)
+    trainable = logged_trainable(desc)
     assert trainable.__name__ == desc.name  # type: ignore[attr-defined]
     result = trainable(config)
     out = capsys.readouterr().out
@@ -41,8 +42,8 @@ def test_trial_prints_its_configuration_and_result(
     assert result["status"] == "ok"
 
 
-def test_trial_prints_nothing_when_asked_not_to(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_objective_alone_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     desc = load_description(EXAMPLE)
     config = make_search_space(desc).sample(1, seed=0)[0]
-    make_trainable(desc, print_trials=False)(config)
+    make_trainable(desc)(config)
     assert "[ciq-tune]" not in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""A Ray Tune stopper for `Search(exit_on_failure=True)` (imported only when a search starts)."""
+"""Ray Tune stoppers: `FirstPoolFailed` ends a search whose first pool of results all failed."""
 
 from __future__ import annotations
 

@@ -1,0 +1,65 @@
+"""Test tiers: the fast tier starts no Ray; the full tier shares one Ray instance.
+
+A test that needs Ray in this process requests the `ray_cluster` fixture, which marks it `ray`
+(collection does it, so no one has to remember the marker). A test that starts Ray in another
+process (an example script, `ray start`) carries `@pytest.mark.ray` itself. Any other test that
+calls `ray.init` fails with a message saying so, in either tier:
+
+    pytest -m "not ray"   # fast tier: no Ray start
+    pytest -m ray         # the rest, one shared Ray instance for the in-process tests
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+RAY_FIXTURE = "ray_cluster"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if RAY_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)
+
+
+@pytest.fixture(scope="session")
+def _shared_ray() -> Iterator[None]:
+    import ray
+
+    # 2 CPUs: the CI machine's size; trials of every test fit in it one or two at a time.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def ray_cluster(_shared_ray: None) -> Iterator[None]:
+    """The session's local Ray (2 CPUs), started on first use and shared by every test that
+    asks; `ciq-tune tune` and `Search.start` join it instead of starting their own."""
+    import ray
+
+    yield
+    if not ray.is_initialized():
+        pytest.fail("the test shut the shared Ray down; leave it running (tests/conftest.py)")
+
+
+@pytest.fixture(autouse=True)
+def _no_unmarked_ray_start(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("ray") is not None:
+        return
+    if importlib.util.find_spec("ray") is None:
+        return
+    import ray
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError(
+            f"{request.node.nodeid} starts Ray: request the `{RAY_FIXTURE}` fixture (one Ray "
+            "shared by the full tier) or mark the test `ray` (tests/conftest.py)"
+        )
+
+    if not ray.is_initialized():
+        monkeypatch.setattr(ray, "init", refuse)
