@@ -20,6 +20,7 @@ from pydantic import ConfigDict
 from ciq_tune.errors import ReportError
 from ciq_tune.results import OK
 from ciq_tune.results import Objective
+from ciq_tune.results import non_dominated
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -274,14 +275,9 @@ def pareto_plot(df: pd.DataFrame, objectives: Sequence[Objective], path: Path) -
 
 
 def pareto_mask(ok: pd.DataFrame, objectives: Sequence[Objective]) -> np.ndarray:
-    """True for the rows of `ok` that no other row dominates (pymoo's non-dominated sort)."""
-    from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
-
+    """True for the rows of `ok` that no other row dominates (`ciq_tune.results.non_dominated`)."""
     F = np.column_stack([o.sign * ok[o.name].to_numpy(dtype=float) for o in objectives])
-    mask = np.zeros(len(ok), dtype=bool)
-    if len(ok):
-        mask[NonDominatedSorting().do(F, only_non_dominated_front=True)] = True
-    return mask
+    return non_dominated(F.reshape(len(ok), len(objectives)))
 
 
 def parameter_importance(df: pd.DataFrame, objective: Objective, *, seed: int = 0) -> Importance:

@@ -27,6 +27,22 @@ OK = "ok"
 """Status of a successful evaluation; any other status is a failure reason."""
 
 
+def non_dominated(F: np.ndarray) -> np.ndarray:
+    """True for the rows of `F` (evaluations × objectives, all minimised) that no other row
+    dominates; equal rows do not dominate each other. pymoo's non-dominated sorting.
+
+    Args:
+        F: objective values, each turned into a minimum (`Objective.sign` times the value).
+    """
+    from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
+
+    F = np.asarray(F, dtype=float)
+    mask = np.zeros(len(F), dtype=bool)
+    if len(F):
+        mask[NonDominatedSorting().do(F, only_non_dominated_front=True)] = True
+    return mask
+
+
 class Objective(BaseModel):
     """One objective: a metric name, its direction and its weight when several are combined."""
 
@@ -123,13 +139,8 @@ class SearchResults:
         ok = self.ok_records
         if not ok:
             return []
-        F = np.array([r.minimised(self.objectives) for r in ok])
-        dominated = np.zeros(len(ok), dtype=bool)
-        for i in range(len(ok)):
-            better_eq = np.all(F[i] >= F, axis=1)
-            strictly = np.any(F[i] > F, axis=1)
-            dominated[i] = bool(np.any(better_eq & strictly))
-        return [r for r, d in zip(ok, dominated, strict=True) if not d]
+        front = non_dominated(np.array([r.minimised(self.objectives) for r in ok]))
+        return [r for r, on_front in zip(ok, front, strict=True) if on_front]
 
     def _scalar_scores(self, records: Sequence[EvaluationRecord]) -> np.ndarray:
         F = np.array([r.minimised(self.objectives) for r in records])
