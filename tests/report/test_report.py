@@ -14,16 +14,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ciq_tune.cli.report import add_report_arguments
+from ciq_tune.cli.report import parse_objective
+from ciq_tune.cli.report import report_main
 from ciq_tune.errors import ReportError
-from ciq_tune.report import add_report_arguments
 from ciq_tune.report import build_report
 from ciq_tune.report import find_table
 from ciq_tune.report import infer_objectives
 from ciq_tune.report import load_evaluations
 from ciq_tune.report import parameter_importance
 from ciq_tune.report import pareto_mask
-from ciq_tune.report import parse_objective
-from ciq_tune.report import report_main
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
 from ciq_tune.validation import validate_search
