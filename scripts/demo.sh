@@ -4,7 +4,7 @@
 # every trial in MLflow (sqlite file runs/demo/mlflow.db), and build the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh mlflow,report
+bash scripts/install.sh report
 out=${1:-runs/demo}
 .venv/bin/ciq-tune tune examples/kernels/ptx/spill.yaml --budget 40 --num-cpus 2 --out "$out"
 .venv/bin/ciq-tune report "$out"

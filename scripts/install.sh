@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Create .venv and install ciq-tune with the given extras (default: mlflow,report).
-# torch's CPU build is installed first so that nothing pulls the CUDA wheels.
+# Create .venv and install ciq-tune with the given extras (default: report).
+# Only when an extra needs torch (gpu, helion) is torch's CPU build installed first, so that
+# nothing pulls the CUDA wheels; the PTX demo installs no torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras=${1:-mlflow,report}
+extras=${1:-report}
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q "torch==2.13.0"
+if [[ ,$extras, == *,gpu,* || ,$extras, == *,helion,* ]]; then
+  .venv/bin/python -m pip install -q "torch==2.13.0"
+fi
 .venv/bin/python -m pip install -q -e ".[${extras}]"

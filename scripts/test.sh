@@ -12,7 +12,7 @@ if [[ ${1:-} == fast || ${1:-} == full ]]; then
   tier=$1
   shift
 fi
-bash scripts/install.sh dev,gpu,helion,mlflow,report
+bash scripts/install.sh dev,gpu,helion,report
 bash scripts/lint.sh
 # Exit status 5 means "no test selected" (e.g. a -k that matches only one tier): not a failure.
 tier_run() {
