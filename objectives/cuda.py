@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import functools
 import math
 import os
 import tempfile
@@ -14,13 +13,13 @@ from typing import Any
 
 from ciq_tune.errors import BenchmarkTimeout
 from ciq_tune.errors import CompileError
+from objectives import _trainable
 from objectives._bench import check_and_time
 from objectives._bench import split_config
 from objectives._compile import CompileCache
 from objectives._compile import cache_key
 from objectives._compile import parse_ptxas_verbose
 from objectives._compile import run_compiler
-from objectives._isolate import run_isolated
 from objectives.description import KernelDescription
 
 TARGET = "objectives.cuda:evaluate"
@@ -44,33 +43,18 @@ def make_trainable(
     Returns:
         ``trainable(config) -> result``, picklable.
     """
-    if description.kind != "cuda":
-        raise ValueError(f"`description.kind` must be 'cuda', got kind={description.kind!r}")
-    return functools.partial(_trainable, description.model_dump(mode="json"), energy)
+    return _trainable.make_trainable(description, WORKER, energy=energy)
 
 
-def _trainable(data: dict[str, Any], energy: bool, config: dict[str, Any]) -> dict[str, Any]:
-    desc = KernelDescription.model_validate(data)
-    try:
-        params, controls = split_config(desc, config)
-    except ValueError as exc:
-        return {"status": "crash", "time_ms": math.nan, "error": str(exc)}
-    payload = {
-        "description": data,
-        "params": params,
-        "controls": controls,
-        "energy": energy,
-    }
-    result = run_isolated(
-        TARGET,
-        payload,
-        # nvcc has its own limit (desc.timeouts.compile_s); this one also covers loading.
-        compile_timeout_s=2 * desc.timeouts.compile_s,
-        run_timeout_s=desc.timeouts.run_s,
-        preload=("torch",),
-    )
-    result.setdefault("time_ms", math.nan)
-    return result
+WORKER = _trainable.WorkerKind(
+    kind="cuda",
+    target=TARGET,
+    payload=_trainable.params_and_controls,
+    preload=("torch",),
+    interpret_without_gpu=False,
+    # nvcc has its own limit (desc.timeouts.compile_s); the worker's also covers loading.
+    compile_timeout_factor=2.0,
+)
 
 
 def nvcc_argv(

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from objectives import _trainable
 from objectives._bench import check_and_time
 from objectives._bench import split_config
-from objectives._isolate import run_isolated
 from objectives.description import KernelDescription
 
 TARGET = "objectives.triton:evaluate"
@@ -41,53 +41,16 @@ def make_trainable(
     Returns:
         ``trainable(config) -> result``, picklable (no closure over live objects).
     """
-    if description.kind != "triton":
-        raise ValueError(f"`description.kind` must be 'triton', got kind={description.kind!r}")
-    data = description.model_dump(mode="json")
-    return functools.partial(_trainable, data, energy)
+    return _trainable.make_trainable(description, WORKER, energy=energy)
 
 
-def _trainable(data: dict[str, Any], energy: bool, config: dict[str, Any]) -> dict[str, Any]:
-    desc = KernelDescription.model_validate(data)
-    return evaluate_isolated(desc, config, energy=energy)
-
-
-def evaluate_isolated(
-    desc: KernelDescription, config: dict[str, Any], *, energy: bool = False
-) -> dict[str, Any]:
-    """Evaluate one configuration in the isolated worker (see `make_trainable`).
-
-    Returns:
-        The result dict, with the configuration's ``params`` and ``controls`` echoed back.
-    """
-    try:
-        params, controls = split_config(desc, config)
-    except ValueError as exc:
-        return {"status": "crash", "time_ms": math.nan, "error": str(exc)}
-    payload = {
-        "description": desc.model_dump(mode="json"),
-        "params": params,
-        "controls": controls,
-        "energy": energy,
-    }
-    env = {} if _has_gpu() else {"TRITON_INTERPRET": "1"}
-    result = run_isolated(
-        TARGET,
-        payload,
-        compile_timeout_s=desc.timeouts.compile_s,
-        run_timeout_s=desc.timeouts.run_s,
-        env=env,
-        preload=("torch", "triton"),
-    )
-    result.setdefault("time_ms", math.nan)
-    return result
-
-
-@functools.cache
-def _has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
+WORKER = _trainable.WorkerKind(
+    kind="triton",
+    target=TARGET,
+    payload=_trainable.params_and_controls,
+    preload=("torch", "triton"),
+    interpret_without_gpu=True,
+)
 
 
 @functools.cache

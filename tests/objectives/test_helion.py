@@ -27,14 +27,14 @@ from objectives import starting_points
 from objectives._bench import compare
 from objectives._bench import make_inputs
 from objectives._bench import reference_outputs
+from objectives._helion_spec import flat_values
+from objectives._helion_spec import slot_params
+from objectives._helion_spec import split_params
+from objectives._helion_worker import compile_ahead
+from objectives._helion_worker import make_launch
 from objectives.description import KernelDescription
 from objectives.description import load_description
-from objectives.helion import compile_ahead
-from objectives.helion import flat_values
-from objectives.helion import make_launch
 from objectives.helion import make_trainable
-from objectives.helion import slot_params
-from objectives.helion import split_params
 
 HERE = Path(__file__).parent
 MATMUL = HERE.parents[1] / "examples/kernels/helion/matmul.yaml"
