@@ -8,14 +8,12 @@ from typing import Any
 
 from ciq_tune.controls.catalog import Catalog
 from ciq_tune.controls.catalog import Control
-from ciq_tune.controls.catalog import parse_help
-from ciq_tune.controls.catalog import parse_version
-from ciq_tune.controls.catalog import probe
-from ciq_tune.controls.catalog import supported
-from ciq_tune.controls.ptxas import _resolve
+from ciq_tune.controls.nvidia import FAST_COMPILE
+from ciq_tune.controls.nvidia import FMAD
+from ciq_tune.controls.nvidia import MAXRREGCOUNT
+from ciq_tune.controls.nvidia import detect_controls
+from ciq_tune.controls.nvidia import resolve_executable
 from ciq_tune.controls.ptxas import detect_ptxas
-from ciq_tune.errors import InvalidControl
-from ciq_tune.errors import ToolchainError
 
 NVCC_CONTROLS: tuple[Control, ...] = (
     Control(
@@ -46,13 +44,7 @@ NVCC_CONTROLS: tuple[Control, ...] = (
         changes_numerics=True,
         help="IEEE square root (true) or a fast approximation (false)",
     ),
-    Control(
-        "fmad",
-        "--fmad",
-        (True, False),
-        changes_numerics=True,
-        help="contract multiply and add into FMA (default true)",
-    ),
+    FMAD,
     Control(
         "extra_device_vectorization",
         "--extra-device-vectorization",
@@ -67,20 +59,8 @@ NVCC_CONTROLS: tuple[Control, ...] = (
         changes_numerics=True,
         help="assume kernel pointer parameters do not alias (wrong results if they do)",
     ),
-    Control(
-        "maxrregcount",
-        "--maxrregcount",
-        (32, 40, 48, 56, 64, 72, 80, 96, 128, 168, 200, 255),
-        ordered=True,
-        help="register limit per thread (ignored for kernels with launch bounds)",
-    ),
-    Control(
-        "fast_compile",
-        "--Ofast-compile",
-        ("0", "min", "mid", "max"),
-        ordered=True,
-        help="trade code quality for compile speed (-Ofc)",
-    ),
+    MAXRREGCOUNT,
+    FAST_COMPILE,
 )
 NVCC_PRESETS: dict[str, dict[str, Any]] = {
     "vectorize": {"extra_device_vectorization": True},
@@ -89,7 +69,7 @@ NVCC_PRESETS: dict[str, dict[str, Any]] = {
 }
 # ptxas options that nvcc already sets through its own options of the same meaning; forwarding
 # them as well could contradict the nvcc option.
-_NVCC_OWNS = ("fmad", "maxrregcount", "fast_compile")
+_NVCC_OWNS = (FMAD.name, MAXRREGCOUNT.name, FAST_COMPILE.name)
 
 
 def detect_nvcc(path: str | Path | None = None) -> Catalog:
@@ -102,21 +82,12 @@ def detect_nvcc(path: str | Path | None = None) -> Catalog:
     Raises:
         ToolchainError: nvcc (or the ptxas in its folder) is missing or reports no version.
     """
-    return _detect(_resolve(path, "nvcc"))
+    return _detect(resolve_executable(path, "nvcc"))
 
 
 @functools.lru_cache(maxsize=8)
 def _detect(executable: str) -> Catalog:
-    try:
-        version = parse_version(probe(executable, "--version"))
-    except InvalidControl as exc:
-        raise ToolchainError(f"`{executable}` does not look like nvcc: {exc}") from exc
-    options = parse_help(probe(executable, "--help"))
-    controls = {}
-    for control in NVCC_CONTROLS:
-        kept = supported(control, options)
-        if kept is not None:
-            controls[kept.name] = kept
+    version, options, controls = detect_controls(executable, "nvcc", NVCC_CONTROLS)
     sibling = Path(executable).parent / "ptxas"
     ptxas = detect_ptxas(sibling if sibling.is_file() else None).without(_NVCC_OWNS)
     gpu = options.get("--gpu-architecture")

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import functools
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ciq_tune.controls.catalog import Catalog
 from ciq_tune.controls.catalog import Control
-from ciq_tune.controls.catalog import parse_help
-from ciq_tune.controls.catalog import parse_version
-from ciq_tune.controls.catalog import probe
-from ciq_tune.controls.catalog import supported
+from ciq_tune.controls.nvidia import FAST_COMPILE
+from ciq_tune.controls.nvidia import FMAD
+from ciq_tune.controls.nvidia import MAXRREGCOUNT
+from ciq_tune.controls.nvidia import detect_controls
+from ciq_tune.controls.nvidia import resolve_executable
 from ciq_tune.errors import ControlsFileError
 from ciq_tune.errors import InvalidControl
-from ciq_tune.errors import ToolchainError
 from ciq_tune.strict_io import sha256_file
 
 # Options that change code generation but not the kernel's launch contract. Left out on
@@ -32,13 +31,7 @@ PTXAS_CONTROLS: tuple[Control, ...] = (
         ordered=True,
         help="aggressiveness of optimisations that raise register use (default 5)",
     ),
-    Control(
-        "maxrregcount",
-        "--maxrregcount",
-        (32, 40, 48, 56, 64, 72, 80, 96, 128, 168, 200, 255),
-        ordered=True,
-        help="register limit per thread (ignored for entries with PTX launch bounds)",
-    ),
+    MAXRREGCOUNT,
     Control(
         "minnctapersm",
         "--minnctapersm",
@@ -64,20 +57,8 @@ PTXAS_CONTROLS: tuple[Control, ...] = (
         (True, False),
         help="optimisations that cost compile time and memory (on by default at -O2+)",
     ),
-    Control(
-        "fmad",
-        "--fmad",
-        (True, False),
-        changes_numerics=True,
-        help="contract multiply and add into FMA (default true)",
-    ),
-    Control(
-        "fast_compile",
-        "--Ofast-compile",
-        ("0", "min", "mid", "max"),
-        ordered=True,
-        help="trade code quality for compile speed (-Ofc)",
-    ),
+    FMAD,
+    FAST_COMPILE,
     Control(
         "extensible_whole_program",
         "--extensible-whole-program",
@@ -154,23 +135,14 @@ def detect_ptxas(
         InvalidControl: vendor controls files were given but this ptxas cannot apply them, or a
             file does not exist.
     """
-    executable = _resolve(path, "ptxas")
+    executable = resolve_executable(path, "ptxas")
     files = tuple(str(Path(f).resolve()) for f in vendor_controls_files)
     return _detect(executable, files)
 
 
 @functools.lru_cache(maxsize=16)
 def _detect(executable: str, files: tuple[str, ...]) -> Catalog:
-    try:
-        version = parse_version(probe(executable, "--version"))
-    except InvalidControl as exc:
-        raise ToolchainError(f"`{executable}` does not look like ptxas: {exc}") from exc
-    options = parse_help(probe(executable, "--help"))
-    controls = {}
-    for control in PTXAS_CONTROLS:
-        kept = supported(control, options)
-        if kept is not None:
-            controls[kept.name] = kept
+    version, options, controls = detect_controls(executable, "ptxas", PTXAS_CONTROLS)
     if files:
         if APPLY_CONTROLS_FLAG not in options:
             raise InvalidControl(
@@ -196,18 +168,3 @@ def _detect(executable: str, files: tuple[str, ...]) -> Catalog:
         archs=archs,
         preset_table=PTXAS_PRESETS,
     )
-
-
-def _resolve(path: str | Path | None, name: str) -> str:
-    if path is not None:
-        candidate = Path(path)
-        if not candidate.is_file():
-            raise ToolchainError(f"`path`={str(path)!r} is not a {name} executable")
-        return str(candidate.resolve())
-    found = shutil.which(name)
-    if found is None:
-        raise ToolchainError(
-            f"{name} is not on PATH; install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`) "
-            f"or pass its location as `path`"
-        )
-    return str(Path(found).resolve())
