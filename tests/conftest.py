@@ -7,6 +7,10 @@ calls `ray.init` fails with a message saying so, in either tier:
 
     pytest -m "not ray"   # fast tier: no Ray start
     pytest -m ray         # the rest, one shared Ray instance for the in-process tests
+
+Ray workers keep the environment of the process at the time Ray started: a test that needs an
+environment variable in its trials passes it in the trial's payload or runtime_env, not through
+`monkeypatch.setenv`.
 """
 
 from __future__ import annotations

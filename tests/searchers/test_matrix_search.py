@@ -46,7 +46,7 @@ def _description(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_three_shapes_tune_end_to_end_and_load_per_shape(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     out = tmp_path / "out"
