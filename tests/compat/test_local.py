@@ -87,20 +87,14 @@ def test_isolated_worker_kills_at_the_timeout(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_ray_worker_runs_on_ray_tune() -> None:
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        result = Search(
-            objective_function=lambda c: c["x"] ** 2 + c["y"],
-            search_space=SPACE,
-            search_config=SearchConfiguration(pool_size=6, generations=2),
-            worker_type=WorkerTypes.RAY,
-            disable_progress_bar=True,
-            seed=0,
-        ).start()
-    finally:
-        ray.shutdown()
+def test_ray_worker_runs_on_ray_tune(ray_cluster: None) -> None:
+    result = Search(
+        objective_function=lambda c: c["x"] ** 2 + c["y"],
+        search_space=SPACE,
+        search_config=SearchConfiguration(pool_size=6, generations=2),
+        worker_type=WorkerTypes.RAY,
+        disable_progress_bar=True,
+        seed=0,
+    ).start()
     ids = [json.loads(m)["trial_id"] for m in result.get_results()["metadata"]]
     assert len(result) == 12 and all(isinstance(i, str) for i in ids)  # Tune trial ids
