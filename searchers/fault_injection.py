@@ -168,6 +168,7 @@ def run_faulty_search(
     trial_timeout_s: float = 5.0,
     max_worker_rss_mb: float | None = None,
     max_concurrent_trials: int = 2,
+    time_budget_s: float | None = None,
     seed: int = 0,
 ) -> FaultRunSummary:
     """Run one fault-injected search through `tune.Tuner` (Ray must be initialised).
@@ -183,6 +184,8 @@ def run_faulty_search(
         trial_timeout_s: the isolated trial's limit in seconds.
         max_worker_rss_mb: the isolated worker's memory limit (MiB).
         max_concurrent_trials: trials at a time.
+        time_budget_s: the searcher's time budget (and the isolated trials'), in seconds;
+            `budget` then only bounds the evaluations.
         seed: the searcher's seed.
     """
     from ray import tune
@@ -197,6 +200,7 @@ def run_faulty_search(
             trainable,
             trial_timeout_s=trial_timeout_s,
             metric=metrics,
+            time_budget_s=time_budget_s,
             max_worker_rss_mb=max_worker_rss_mb,
         )
     searcher = CompileIQSearcher(
@@ -204,6 +208,7 @@ def run_faulty_search(
         metric=metrics[0] if objectives == 1 else metrics,
         mode="min",
         max_evaluations=budget,
+        time_budget_s=time_budget_s,
         pool_size=4,
         engine_config={"steady_state": steady_state},
         seed=seed,
