@@ -40,7 +40,17 @@ logger = logging.getLogger(__name__)
 
 SEARCHER_STATE_SCHEMA = 1
 # Keys Tune adds to every result, left out when saying what a trial reported.
-_TUNE_KEY_PREFIXES = ("time", "date", "node", "pid", "hostname", "done", "trial_", "experiment")
+_TUNE_KEY_PREFIXES = (
+    "time",
+    "date",
+    "node",
+    "pid",
+    "hostname",
+    "done",
+    "trial_",
+    "experiment",
+    "config/",
+)
 _STRICT_METRIC_SWITCH = "TUNE_DISABLE_STRICT_METRIC_CHECKING"
 # Values a log-integer domain is discretised into at most when converted from Ray Tune.
 LOG_INTEGER_VALUES = 32
@@ -491,14 +501,14 @@ class CompileIQSearcher(Searcher):
                 str(k) for k in result if not str(k).startswith(_TUNE_KEY_PREFIXES)
             )
             message = f"the result has no {missing} (it reported {reported_keys})"
-            logger.warning("a trial's %s; counted as a failure", message)
+            logger.warning("%s; counted as a failed evaluation", message)
             return None, "missing_metric", message
         values = {m: result[m] for m in self._metrics()}
         for name, value in values.items():
             problem = _metric_problem(value)
             if problem is not None:
                 message = f"metric `{name}` is {value!r}: {problem}"
-                logger.warning("a trial's %s; counted as a failure", message)
+                logger.warning("%s; counted as a failed evaluation", message)
                 return None, "invalid_result", message
         return {m: float(v) for m, v in values.items()}, OK, ""
 
