@@ -19,7 +19,10 @@ from ciq_tune.controls.matrix import MatrixEntry
 from ciq_tune.controls.matrix import ShapeResult
 from ciq_tune.errors import CiqTuneError
 from ciq_tune.errors import MeasurementError
+from ciq_tune.errors import SpaceError
+from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import SearchResults
+from ciq_tune.space import SearchSpace
 from ciq_tune.validation import SearchValidation
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import validate_search
@@ -43,6 +46,9 @@ from searchers.placement import Placement
 
 TRANSFER_POINTS = 3
 """Winners of the nearest tuned buckets a search starts from (nearest first)."""
+TRANSFER_BACK = 2
+"""Winners of the nearest other buckets evaluated at each bucket after all searches (a bucket
+tuned early never saw the winners of the buckets tuned after it)."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,9 @@ class MatrixSettings:
         budget: Evaluations of an independent search of one bucket (and of the first bucket
             when transferring).
         transfer: Fraction of `budget` that each later bucket gets when it starts from its
-            neighbours' winners; None: no transfer (every bucket an independent search).
+            neighbours' winners (after all searches, each bucket also evaluates the winners of
+            its `TRANSFER_BACK` nearest other buckets that it has not evaluated); None: no
+            transfer (every bucket an independent search).
         seed: Search seed (each bucket's search gets ``seed + its position``).
         validate_top: Candidates re-measured against the baseline per bucket (0: off).
         validation: How to re-measure.
@@ -114,14 +122,14 @@ def tune_matrix(
     """
     gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
     order = schedule(group_shapes(desc))
-    outcomes: list[BucketOutcome] = []
+    searched: list[_Searched] = []
     for position, group in enumerate(order):
         at_first = desc.at_shape(group.shapes[0])
         space = make_search_space(at_first)
         points = starting_points(at_first, space)
         baseline = points[0]
         if settings.transfer is not None:
-            tuned = [(o.group, o.winner) for o in outcomes]
+            tuned = [(b.group, b.best()) for b in searched]
             extra = transfer_points(group, tuned, limit=TRANSFER_POINTS)
             points += [p for p in extra if p not in points]
         metric, mode = group_metric(desc, group)
@@ -142,35 +150,122 @@ def tune_matrix(
             run_config=run_config(f"{desc.name}-{position}"),
         )
         grid = tuner.fit()
-        results = searcher.results()
-        validation = _validate(desc, group, results, baseline, baselines, settings, gpus)
-        winner = _winner(results, validation, baseline)
         rows = [(grid[i].config or {}, grid[i].metrics or {}) for i in range(len(grid))]
-        winner_metrics = next((m for c, m in rows if c == winner), {})
-        baseline_metrics = next((m for c, m in rows if c == baseline), {})
-        n = len(group.shapes)
-        outcomes.append(
-            BucketOutcome(
-                group=group,
-                baseline=baseline,
-                winner=winner,
-                evaluations=len(results.records),
-                baseline_values=(
-                    list(baselines)
-                    if baselines is not None
-                    else shape_values({f"{desc.metric}@0": baseline_metrics.get(metric)}, metric, 1)
-                ),
-                winner_values=(
-                    shape_values(winner_metrics, desc.metric, n)
-                    if n > 1
-                    else shape_values({f"{desc.metric}@0": winner_metrics.get(metric)}, metric, 1)
-                ),
-                results=results,
-                validation=validation,
-                helion_config=_helion_config(winner_metrics),
-            )
+        searched.append(
+            _Searched(group, space, baseline, baselines, searcher.results(), rows, metric)
         )
-    return outcomes
+    if settings.transfer is not None:
+        _transfer_back(desc, searched, gpus, log)
+    return [_outcome(desc, b, settings, gpus) for b in searched]
+
+
+@dataclass
+class _Searched:
+    """A bucket after its search (and the backward transfer), before validation."""
+
+    group: ShapeGroup
+    space: SearchSpace
+    baseline: dict[str, Any]
+    baselines: list[float] | None
+    results: SearchResults
+    rows: list[tuple[dict[str, Any], dict[str, Any]]]
+    metric: str
+
+    def best(self) -> dict[str, Any]:
+        best = self.results.best(1)
+        if not best:
+            raise CiqTuneError(f"no candidate of bucket {self.group.label()} compiled and ran")
+        config: dict[str, Any] = best[0].config
+        return config
+
+
+def _transfer_back(
+    desc: KernelDescription, searched: list[_Searched], gpus: int, log: Callable[[str], None]
+) -> None:
+    """Evaluate, at each bucket, the winners of its nearest buckets that it has not evaluated
+    (those tuned after it, mostly): transfer in both directions, `TRANSFER_BACK` evaluations
+    at most per bucket. Each evaluation joins the bucket's results (origin ``transfer``)."""
+    winners = [(b.group, b.best()) for b in searched]
+    for bucket in searched:
+        seen = [r.config for r in bucket.results.records]
+        others = [(g, c) for g, c in winners if g is not bucket.group and c not in seen]
+        configs = [
+            c
+            for c in transfer_points(bucket.group, others, limit=len(others))
+            if _in_space(bucket.space, c)
+        ][:TRANSFER_BACK]
+        if not configs:
+            continue
+        trainable = make_group_trainable(
+            desc, bucket.group, bucket.baselines, make_trainable=_quiet
+        )
+        results = _remote(gpus, _evaluate_all, trainable, configs)
+        log(f"bucket {bucket.group.label()}: {len(configs)} winners of neighbours evaluated")
+        records = list(bucket.results.records)
+        for config, result in zip(configs, results, strict=True):
+            bucket.rows.append((config, result))
+            value = result.get(bucket.metric)
+            ok = result.get("status") == "ok" and isinstance(value, int | float)
+            ok = ok and math.isfinite(float(value))
+            genes = bucket.space.encode(config, fill_defaults=True)
+            records.append(
+                EvaluationRecord(
+                    candidate_id=len(records),
+                    generation=-1,
+                    config=config,
+                    genes=tuple(genes),
+                    key=bucket.space.key(genes),
+                    origin="transfer",
+                    status="ok" if ok else str(result.get("status", "crash")),
+                    values={bucket.metric: float(value)} if ok else None,
+                    elapsed_s=0.0,
+                )
+            )
+        bucket.results = SearchResults(bucket.results.objectives, records)
+
+
+def _in_space(space: SearchSpace, config: dict[str, Any]) -> bool:
+    """Whether `config` is a feasible point of `space` (Helion spaces differ between shapes)."""
+    try:
+        return space.is_feasible(space.encode(config, fill_defaults=True))
+    except SpaceError:
+        return False
+
+
+def _evaluate_all(
+    trainable: Callable[[dict[str, Any]], dict[str, Any]], configs: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    return [trainable(config) for config in configs]
+
+
+def _outcome(
+    desc: KernelDescription, bucket: _Searched, settings: MatrixSettings, gpus: int
+) -> BucketOutcome:
+    group, results, baseline, metric = bucket.group, bucket.results, bucket.baseline, bucket.metric
+    validation = _validate(desc, group, results, baseline, bucket.baselines, settings, gpus)
+    winner = _winner(results, validation, baseline)
+    winner_metrics = next((m for c, m in bucket.rows if c == winner), {})
+    baseline_metrics = next((m for c, m in bucket.rows if c == baseline), {})
+    n = len(group.shapes)
+    return BucketOutcome(
+        group=group,
+        baseline=baseline,
+        winner=winner,
+        evaluations=len(results.records),
+        baseline_values=(
+            list(bucket.baselines)
+            if bucket.baselines is not None
+            else shape_values({f"{desc.metric}@0": baseline_metrics.get(metric)}, metric, 1)
+        ),
+        winner_values=(
+            shape_values(winner_metrics, desc.metric, n)
+            if n > 1
+            else shape_values({f"{desc.metric}@0": winner_metrics.get(metric)}, metric, 1)
+        ),
+        results=results,
+        validation=validation,
+        helion_config=_helion_config(winner_metrics),
+    )
 
 
 def _remote(gpus: int, fn: Callable[..., Any], *args: Any) -> Any:

@@ -65,9 +65,11 @@ def test_three_shapes_tune_end_to_end_and_load_per_shape(
         {k: v for k, v in s.items() if k != "weight"} for s in SHAPES
     ]
     assert [e["shapes"][0]["weight"] for e in matrix["entries"]] == [1.0, 2.0, 1.0]
-    # Transfer: the first bucket searched gets the full budget; the other two half of it, but at
-    # least their starting points (baseline, a neighbour's winner) and one more.
-    assert sorted(e["evaluations"] for e in matrix["entries"]) == [3, 3, 4]
+    # Transfer: the first bucket searched (the medoid, n_cols=64) gets the full budget, the
+    # other two half of it, but at least their starting points (baseline, a neighbour's
+    # winner) and one more; then each evaluates the others' winners it has not seen (<= 2).
+    evaluations = [e["evaluations"] for e in matrix["entries"]]
+    assert 4 <= evaluations[1] <= 6 and all(3 <= n <= 5 for n in evaluations[::2])
     for entry in matrix["entries"]:
         assert entry["shapes"][0]["baseline"] > 0 and entry["shapes"][0]["best"] > 0
     tuned = load(path)
