@@ -30,6 +30,11 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=20, help="evaluations per run")
     parser.add_argument("--rate", type=float, default=0.3, help="share of faulty trials")
     parser.add_argument("--skip-kill", action="store_true", help="no kill-and-restore runs")
+    parser.add_argument(
+        "--reuse-actors",
+        action="store_true",
+        help="Tune's reuse_actors (faster; a leak then accumulates in one worker)",
+    )
     args = parser.parse_args()
     import ray
 
@@ -40,7 +45,7 @@ def main() -> int:
         plans: list[dict[str, Any]] = [{"fault": f} for f in UNWRAPPED]
         plans += [
             {"fault": "hang", "isolated": True, "trial_timeout_s": 5.0},
-            {"fault": "leak", "isolated": True, "max_worker_rss_mb": 1000.0},
+            {"fault": "leak", "isolated": True, "max_worker_rss_mb": 1000.0, "reuse_actors": True},
             {"fault": UNWRAPPED, "objectives": 2, "steady_state": True},
             {"fault": UNWRAPPED, "objectives": 2, "steady_state": False},
             {"fault": UNWRAPPED, "objectives": 1, "steady_state": False},
@@ -53,7 +58,13 @@ def main() -> int:
             },
         ]
         for i, plan in enumerate(plans):
-            plan = {"budget": args.budget, "rate": args.rate, "seed": i, **plan}
+            plan = {
+                "budget": args.budget,
+                "rate": args.rate,
+                "seed": i,
+                "reuse_actors": args.reuse_actors,
+                **plan,
+            }
             summary = run_faulty_search(storage=storage / f"run{i}", **plan).as_dict()
             summary["time_budget_s"] = plan.get("time_budget_s")
             runs.append(summary)

@@ -169,6 +169,7 @@ def run_faulty_search(
     max_worker_rss_mb: float | None = None,
     max_concurrent_trials: int = 2,
     time_budget_s: float | None = None,
+    reuse_actors: bool = False,
     seed: int = 0,
 ) -> FaultRunSummary:
     """Run one fault-injected search through `tune.Tuner` (Ray must be initialised).
@@ -186,6 +187,8 @@ def run_faulty_search(
         max_concurrent_trials: trials at a time.
         time_budget_s: the searcher's time budget (and the isolated trials'), in seconds;
             `budget` then only bounds the evaluations.
+        reuse_actors: Tune's option (default off): on, one trial actor (and its isolated
+            worker) serves many trials, so a leak accumulates and recycling shows.
         seed: the searcher's seed.
     """
     from ray import tune
@@ -217,7 +220,10 @@ def run_faulty_search(
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(
-            search_alg=searcher, num_samples=-1, max_concurrent_trials=max_concurrent_trials
+            search_alg=searcher,
+            num_samples=-1,
+            max_concurrent_trials=max_concurrent_trials,
+            reuse_actors=reuse_actors,
         ),
         run_config=tune.RunConfig(storage_path=str(Path(storage).resolve()), name=name, verbose=0),
     )
