@@ -328,9 +328,10 @@ def test_hostile_input_is_refused_in_one_line(
     monkeypatch.setattr(ray, "init", _no_ray)
     before = _tree(tmp_path)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.perf_counter()
+    # CPU time of this process: what the case costs, whatever else runs on the machine.
+    start = time.process_time()
     code = main(argv)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     rss_growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
@@ -338,7 +339,7 @@ def test_hostile_input_is_refused_in_one_line(
     assert len(lines) == 1 and lines[0].startswith("ciq-tune: error: "), err
     assert case.expect in lines[0], lines[0]
     assert "Traceback" not in err
-    assert elapsed < 2.0, f"{case.name} took {elapsed:.2f} s"
+    assert elapsed < 2.0, f"{case.name} took {elapsed:.2f} s of CPU"
     assert rss_growth_mb < 300, f"{case.name} grew the process by {rss_growth_mb:.0f} MB"
     assert not (tmp_path / MARKER).exists() and not (folder / MARKER).exists()
     assert _tree(tmp_path) - before <= {out}, "a file was written outside --out"
