@@ -37,6 +37,10 @@ MAX_DEPTH = 64
 _CHUNK = 1 << 20
 _BRACKETS = re.compile(r"[\[\]{}]")
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# Quoted scalars and comments of YAML, whose brackets are text, not nesting.
+_YAML_QUOTED_OR_COMMENT = re.compile(
+    r'"(?:[^"\\]|\\.)*"|\'(?:[^\']|\'\')*\'|(?:^|(?<=\s))#[^\n]*', re.DOTALL
+)
 
 
 def read_bytes(
@@ -173,6 +177,11 @@ def parse_yaml(
     text: str, *, source: str = "YAML text", error: type[CiqTuneError] = InputFileError
 ) -> Any:
     """Parse YAML text strictly (see `load_yaml`); `source` names it in messages."""
+    # PyYAML's scanner reads a whole run of opening brackets before it yields a token (each may
+    # start a key), so deep flow nesting is refused before parsing, not only while composing.
+    depth = _bracket_depth(_YAML_QUOTED_OR_COMMENT.sub("", text))
+    if depth > MAX_DEPTH:
+        raise error(f"{source}: nested {depth} levels deep; at most {MAX_DEPTH} are allowed")
     try:
         loader = _StrictLoader(text)  # its reader refuses control characters right away
         try:
@@ -189,7 +198,7 @@ def parse_json(
     text: str, *, source: str = "JSON text", error: type[CiqTuneError] = InputFileError
 ) -> Any:
     """Parse JSON text strictly (see `load_json`); `source` names it in messages."""
-    depth = _json_depth(text)
+    depth = _bracket_depth(_JSON_STRING.sub("", text))
     if depth > MAX_DEPTH:
         raise error(f"{source}: nested {depth} levels deep; at most {MAX_DEPTH} are allowed")
     try:
@@ -269,9 +278,9 @@ def _no_constant(name: str) -> Any:
     raise _Refused(f"{name} is not a JSON value; write a number or a string")
 
 
-def _json_depth(text: str) -> int:
+def _bracket_depth(text: str) -> int:
     depth = deepest = 0
-    for match in _BRACKETS.finditer(_JSON_STRING.sub("", text)):
+    for match in _BRACKETS.finditer(text):
         depth += 1 if match.group() in "[{" else -1
         deepest = max(deepest, depth)
     return deepest
