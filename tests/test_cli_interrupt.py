@@ -20,6 +20,7 @@ ROOT = Path(__file__).parents[1]
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.ray,  # the command starts Ray in its own process
     pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed"),
 ]
 

@@ -6,24 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import ray
 
 from searchers.fault_injection import FAULTS
 from searchers.fault_injection import FaultRunSummary
 from searchers.fault_injection import kill_and_restore
 from searchers.fault_injection import run_faulty_search
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 # Every fault an unwrapped trainable can show Tune (a hang needs `isolated_trainable`).
 UNWRAPPED = [f for f in FAULTS if f not in ("hang", "leak")]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def _assert_sound(summary: FaultRunSummary) -> None:
@@ -34,20 +26,22 @@ def _assert_sound(summary: FaultRunSummary) -> None:
     assert summary.best == summary.healthy_best, summary
 
 
-def test_single_objective_steady_state_with_tune_defaults(tmp_path: Path) -> None:
+def test_single_objective_steady_state_with_tune_defaults(
+    tmp_path: Path, ray_cluster: None
+) -> None:
     summary = run_faulty_search(UNWRAPPED, storage=tmp_path, rate=0.3, budget=12)
     _assert_sound(summary)
     assert summary.statuses.get("ok", 0) < summary.budget
 
 
-def test_multi_objective_generational(tmp_path: Path) -> None:
+def test_multi_objective_generational(tmp_path: Path, ray_cluster: None) -> None:
     summary = run_faulty_search(
         UNWRAPPED, storage=tmp_path, rate=0.3, budget=12, objectives=2, steady_state=False, seed=1
     )
     _assert_sound(summary)
 
 
-def test_isolated_hangs_leaks_and_crashes_end_on_time(tmp_path: Path) -> None:
+def test_isolated_hangs_leaks_and_crashes_end_on_time(tmp_path: Path, ray_cluster: None) -> None:
     limit = 2.0
     summary = run_faulty_search(
         ["hang", "leak", "crash", "exception"],
@@ -70,6 +64,7 @@ def test_isolated_hangs_leaks_and_crashes_end_on_time(tmp_path: Path) -> None:
 def test_sigkill_of_the_driver_then_restore_ends_on_budget_without_duplicates(
     tmp_path: Path,
 ) -> None:
+    """The drivers are other processes with their own Ray (this one's is not theirs to kill)."""
     record = kill_and_restore(tmp_path, budget=12, kill_after=4)
     assert record["killed_at"] < 12
     assert record["trials"] == record["evaluations"] == record["distinct_configs"] == 12
