@@ -18,6 +18,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 from yaml.constructor import ConstructorError
 from yaml.events import AliasEvent
@@ -35,7 +36,7 @@ MAX_SOURCE_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64
 # Bytes read at a time when hashing.
 _CHUNK = 1 << 20
-_BRACKETS = re.compile(r"[\[\]{}]")
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 # Quoted scalars and comments of YAML, whose brackets are text, not nesting.
 _YAML_QUOTED_OR_COMMENT = re.compile(
@@ -279,11 +280,13 @@ def _no_constant(name: str) -> Any:
 
 
 def _bracket_depth(text: str) -> int:
-    depth = deepest = 0
-    for match in _BRACKETS.finditer(text):
-        depth += 1 if match.group() in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
+    """Deepest nesting of brackets in `text` (vectorised: a 1 MB file of them takes ms)."""
+    only = _NOT_BRACKET.sub("", text).encode("ascii")
+    if not only:
+        return 0
+    codes = np.frombuffer(only, dtype=np.uint8)
+    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max())
 
 
 def _file_type(mode: int) -> str:
