@@ -186,7 +186,13 @@ def _load(
     desc: KernelDescription, cubin: bytes, dims: Mapping[str, tuple[int, ...]]
 ) -> Callable[[Mapping[str, Any]], None]:
     """Load a cubin with CuPy and return its launch function over named tensors."""
-    import cupy
+    try:
+        import cupy
+    except ImportError as exc:
+        raise ImportError(
+            f"CuPy loads CUDA C++ kernels and is not installed ({exc}): "
+            "pip install 'ciq-tune[cuda]'"
+        ) from exc
     import numpy as np
     import torch
 
