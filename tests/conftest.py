@@ -51,19 +51,36 @@ def ray_cluster(_shared_ray: None) -> Iterator[None]:
         pytest.fail("the test shut the shared Ray down; leave it running (tests/conftest.py)")
 
 
-@pytest.fixture(autouse=True)
-def _no_unmarked_ray_start(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    if request.node.get_closest_marker("ray") is not None:
-        return
+_current_test: pytest.Item | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture of the test runs (module- and session-scoped ones included), so that a
+    # fixture calling ray.init is judged by the test it serves.
+    global _current_test
+    _current_test = item
+    _guard_ray_init()
+
+
+def _guard_ray_init() -> None:
+    """Wrap `ray.init` once: it refuses to run for a test that is not marked `ray`."""
     if importlib.util.find_spec("ray") is None:
         return
     import ray
 
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError(
-            f"{request.node.nodeid} starts Ray: request the `{RAY_FIXTURE}` fixture (one Ray "
-            "shared by the full tier) or mark the test `ray` (tests/conftest.py)"
-        )
+    if getattr(ray.init, "_ciq_guarded", False):
+        return
+    real_init = ray.init
 
-    if not ray.is_initialized():
-        monkeypatch.setattr(ray, "init", refuse)
+    def guarded_init(*args: Any, **kwargs: Any) -> Any:
+        test = _current_test
+        if test is not None and test.get_closest_marker("ray") is None:
+            raise RuntimeError(
+                f"{test.nodeid} starts Ray: request the `{RAY_FIXTURE}` fixture (one Ray shared "
+                "by the full tier) or mark the test `ray` (tests/conftest.py)"
+            )
+        return real_init(*args, **kwargs)
+
+    guarded_init._ciq_guarded = True  # type: ignore[attr-defined]
+    ray.init = guarded_init

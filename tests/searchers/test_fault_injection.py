@@ -12,7 +12,7 @@ from searchers.fault_injection import FaultRunSummary
 from searchers.fault_injection import kill_and_restore
 from searchers.fault_injection import run_faulty_search
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
 
 # Every fault an unwrapped trainable can show Tune (a hang needs `isolated_trainable`).
 UNWRAPPED = [f for f in FAULTS if f not in ("hang", "leak")]
