@@ -72,3 +72,42 @@ def test_verify_config_measures_tuned_baseline_and_alternative_by_the_protocol()
     assert set(record["protocol"]["variants"]) == {"tuned", "baseline", "alternative"}
     assert record["cuda_graph"] is None and record["agreement"] == {}
     assert record["alternative"] == "torch.softmax"
+
+
+def test_verify_command_reads_the_controls_file_and_its_run_json(tmp_path):
+    record = _run(
+        f"""
+        import contextlib, io
+        from pathlib import Path
+        import yaml
+        from ciq_tune.cli import main
+        from ciq_tune.controls import controls_file as cf
+        out = Path({str(tmp_path)!r})
+        small = out / "softmax.yaml"
+        data = yaml.safe_load(Path({str(SOFTMAX)!r}).read_text())
+        data.update(sizes=desc.sizes, source={str(SOFTMAX.parent / "softmax.py")!r})
+        small.write_text(yaml.safe_dump(data))
+        (out / "run.json").write_text(json.dumps({{"description": str(small)}}))
+        record = cf.build(
+            kernel=cf.KernelInfo(name=desc.name, kind="triton", source=str(desc.source),
+                                 source_sha256=desc.source_sha256(), entry=desc.entry,
+                                 arch=desc.arch),
+            catalogs={{}}, controls={{}}, params=tuned["params"],
+            benchmark=cf.Benchmark(metric="time_ms", mode="min"),
+            scores=cf.Scores(baseline=2.0, best=1.0, remeasured=cf.Remeasured(
+                baseline_median=2.1, baseline_ci=(2.0, 2.2), best_median=1.1,
+                best_ci=(1.0, 1.2), speedup=1.9, speedup_ci=(1.8, 2.0), rounds=50,
+                confidence=0.95)),
+        )
+        path = cf.write(out / "softmax.controls.yaml", record)
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            code = main(["verify", str(path), "--rounds", "3", "--json", str(out / "v.json")])
+        saved = json.loads((out / "v.json").read_text())
+        json.dump({{"code": code, "text": text.getvalue(), "saved": saved}}, sys.stdout)
+        """
+    )
+    assert record["code"] == 0
+    assert "recorded at tuning: best 1.1000 ms" in record["text"]
+    assert set(record["saved"]["protocol"]["variants"]) == {"tuned", "baseline", "alternative"}
+    assert record["saved"]["recorded"]["best_median"] == 1.1
