@@ -52,23 +52,30 @@ def plan_placement(
     *,
     cluster_gpus: float,
     cluster_cpus: float,
-    trials_per_gpu: int = 1,
+    trials_per_gpu: int | None = None,
     cpus_per_trial: float = 1.0,
+    staged: bool = False,
 ) -> Placement:
     """Resources and concurrency for a search over a kernel of `kind`.
+
+    Staged (`objectives._stages`), trials only compile: each asks for CPUs alone, and one
+    benchmark server per GPU (one CPU each, `searchers.benchmark_pool`) does all the GPU work,
+    so trials fill every other CPU of the cluster.
 
     Args:
         kind: The description's kind (``ptx``, ``cuda``, ``triton``, ``helion``).
         cluster_gpus: GPUs of the Ray cluster (``ray.cluster_resources().get("GPU", 0)``).
         cluster_cpus: CPUs of the Ray cluster (``ray.cluster_resources().get("CPU", 0)``);
             without GPUs, as many trials run at a time as `cpus_per_trial` fit (at least 1).
-        trials_per_gpu: Trials sharing each GPU (1: one trial per GPU).
+        trials_per_gpu: Trials sharing each GPU (default: 1; staged, as many as the CPUs left
+            by the benchmark servers hold).
         cpus_per_trial: CPUs reserved per trial (compilers are mostly single-threaded).
+        staged: Trials compile and benchmark servers time (see above).
 
     Raises:
         ValueError: `trials_per_gpu` < 1 or `cpus_per_trial` <= 0.
     """
-    if not isinstance(trials_per_gpu, int) or trials_per_gpu < 1:
+    if trials_per_gpu is not None and (not isinstance(trials_per_gpu, int) or trials_per_gpu < 1):
         raise ValueError(
             f"`trials_per_gpu` must be a positive integer, got trials_per_gpu={trials_per_gpu!r}"
         )
@@ -77,27 +84,41 @@ def plan_placement(
     cpu_only = {"cpu": cpus_per_trial}
     cpu_slots = max(1, math.floor(cluster_cpus / cpus_per_trial))
     on_cpus = f"{cpu_slots} trial(s) at a time on {cluster_cpus:g} CPU(s)"
+    per_gpu = trials_per_gpu or 1
     if kind not in GPU_KINDS:
-        return Placement(cpu_only, cpu_slots, 0, trials_per_gpu, f"{kind}: compile-only, {on_cpus}")
+        return Placement(cpu_only, cpu_slots, 0, per_gpu, f"{kind}: compile-only, {on_cpus}")
     gpus = math.floor(cluster_gpus)
+    if staged:
+        servers = max(gpus, 1)
+        free = max(1, math.floor((cluster_cpus - servers) / cpus_per_trial))
+        concurrent = min(free, gpus * trials_per_gpu) if trials_per_gpu and gpus else free
+        where = f"{gpus} GPU(s)" if gpus else "a CPU (Triton's interpreter)"
+        return Placement(
+            cpu_only,
+            concurrent,
+            gpus,
+            math.ceil(concurrent / servers),
+            f"{kind}: {concurrent} trial(s) at a time compile on CPUs, {servers} benchmark "
+            f"server(s) time them on {where}",
+        )
     if gpus < 1:
         return Placement(
             cpu_only,
             cpu_slots,
             0,
-            trials_per_gpu,
+            per_gpu,
             f"{kind}: no GPU in the Ray cluster, {on_cpus}; Triton runs its interpreter "
             "(correctness only), CUDA and Helion trials cannot run",
         )
     # Ray keeps four decimals of a fractional resource: 1/3 → 0.3333, three still fit in 1.
-    share = round(1.0 / trials_per_gpu, 4)
-    concurrent = gpus * trials_per_gpu
+    share = round(1.0 / per_gpu, 4)
+    concurrent = gpus * per_gpu
     return Placement(
         {"cpu": cpus_per_trial, "gpu": share},
         concurrent,
         gpus,
-        trials_per_gpu,
-        f"{kind}: {concurrent} trial(s) at a time on {gpus} GPU(s), {trials_per_gpu} per GPU "
+        per_gpu,
+        f"{kind}: {concurrent} trial(s) at a time on {gpus} GPU(s), {per_gpu} per GPU "
         f"(GPU share {share}); benchmarks take turns on each GPU",
     )
 
