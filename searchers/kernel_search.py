@@ -24,9 +24,12 @@ from ciq_tune.space import SearchSpace
 from ciq_tune.validation.noise_aware import CONFIRM_ROUNDS
 from ciq_tune.validation.noise_aware import NOISE
 from ciq_tune.validation.noise_aware import PATIENCE
+from objectives import STAGED_KINDS
+from objectives import benchmark_worker_setup
 from objectives import make_trainable
 from objectives import measurement_is_exact
 from objectives.description import KernelDescription
+from searchers.benchmark_pool import BenchmarkPool
 from searchers.compileiq_searcher import CompileIQSearcher
 from searchers.noise_aware import noise_aware
 from searchers.placement import Placement
@@ -55,7 +58,15 @@ def _printed_trial(
     return result
 
 
-def placement_on_cluster(kind: str, trials_per_gpu: int = 1) -> Placement:
+BENCHMARK_MODES = ("auto", "per-gpu", "in-trial")
+"""Where a search's candidates are timed: ``per-gpu``, one persistent benchmark server per GPU
+(`searchers.benchmark_pool`) while trials only compile; ``in-trial``, each trial's own worker,
+taking turns on a shared GPU; ``auto``, per-gpu for staged kinds on a cluster with GPUs."""
+
+
+def placement_on_cluster(
+    kind: str, trials_per_gpu: int | None = None, *, staged: bool = False
+) -> Placement:
     """`plan_placement` for the GPUs and CPUs of the cluster `ray.init` connected to."""
     cluster = ray.cluster_resources()
     return plan_placement(
@@ -63,7 +74,33 @@ def placement_on_cluster(kind: str, trials_per_gpu: int = 1) -> Placement:
         cluster_gpus=cluster.get("GPU", 0),
         cluster_cpus=cluster.get("CPU", 1),
         trials_per_gpu=trials_per_gpu,
+        staged=staged,
     )
+
+
+def uses_benchmark_pool(kind: str, mode: str) -> bool:
+    """Whether a search of `kind` in benchmark `mode` (`BENCHMARK_MODES`) times its candidates
+    on per-GPU benchmark servers.
+
+    Raises:
+        ValueError: an unknown `mode`, or ``per-gpu`` for a kind that cannot be staged.
+    """
+    if mode not in BENCHMARK_MODES:
+        raise ValueError(f"`benchmark` must be one of {BENCHMARK_MODES}, got {mode!r}")
+    if mode == "per-gpu" and kind not in STAGED_KINDS:
+        raise ValueError(
+            f"`benchmark`='per-gpu' needs a kind of {STAGED_KINDS} (the others compile and time "
+            f"in one step), got kind={kind!r}"
+        )
+    if mode == "auto":
+        return kind in STAGED_KINDS and ray.cluster_resources().get("GPU", 0) >= 1
+    return mode == "per-gpu"
+
+
+def start_benchmark_pool(kind: str, *, gpus: int | None = None) -> BenchmarkPool:
+    """One warm benchmark server per GPU of the cluster for kernels of `kind`."""
+    preload, cpu_env = benchmark_worker_setup(kind)
+    return BenchmarkPool.start(gpus=gpus, preload=preload, cpu_env=cpu_env)
 
 
 def kernel_tuner(
