@@ -1,0 +1,426 @@
+"""A campaign: many kernel searches at once on one Ray cluster, each with its own Tune driver.
+
+Every search (a description, optionally at one shape) runs as its own Ray task, named
+``search:<name>`` in the Ray dashboard, holding no CPU itself: its Tune driver places its
+trials on the cluster's CPUs like any search, and staged kinds share one set of per-GPU
+benchmark servers (`searchers.benchmark_pool`), so GPUs are shared through Ray's placement and
+no single driver bounds the campaign's evaluations per second. A search that crashes fails
+alone; one that hangs is cancelled at its time limit; the others run to their full budgets.
+
+Outputs, in one folder: ``campaign.csv`` and ``campaign.json`` (one row per search: status,
+evaluations, best and baseline values, evaluations/s), ``<name>/evaluations.csv`` per search,
+``progress.json`` while it runs, and (with MLflow tracking) one MLflow experiment holding a run
+per search and its trials.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import importlib
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from typing import Literal
+
+import ray
+from pydantic import BaseModel
+from pydantic import ConfigDict
+from pydantic import Field
+from ray import tune
+
+from ciq_tune.tracking import ARTIFACTS_DIR
+from ciq_tune.tracking import TrackingConfig
+from ciq_tune.tracking import ensure_experiment
+from ciq_tune.tracking import sqlite_uri
+from objectives import load_description
+from objectives import make_search_space
+from objectives import make_trainable
+from objectives import starting_points
+from objectives._stages import Benchmarker
+from searchers.kernel_search import kernel_tuner
+from searchers.kernel_search import placement_on_cluster
+from searchers.kernel_search import start_benchmark_pool
+from searchers.kernel_search import uses_benchmark_pool
+from searchers.placement import search_throughput
+from searchers.tracking import tracking_callbacks
+
+TABLE = "campaign.csv"
+"""The campaign's table of searches, in its output folder."""
+PROGRESS = "progress.json"
+"""Per-search progress, rewritten while the campaign runs."""
+SEARCH_STATUSES = ("done", "crash", "timeout")
+# Seconds between progress reports.
+_REPORT_S = 10.0
+_TABLE_FIELDS = (
+    "name",
+    "description",
+    "kind",
+    "status",
+    "budget",
+    "evaluations",
+    "ok",
+    "metric",
+    "baseline",
+    "best",
+    "improvement_pct",
+    "wall_s",
+    "evals_per_s",
+    "best_config",
+    "error",
+)
+
+
+class SearchSpec(BaseModel):
+    """One search of a campaign.
+
+    Attributes:
+        description: Kernel description file.
+        budget: Evaluations.
+        seed: Search seed.
+        name: Name of the search (default: the description's name), unique in the campaign.
+        time_limit_s: Wall-clock limit of this search, in place of the campaign's
+            `CampaignConfig.search_timeout_s`.
+        objective: ``"module:function"`` of a factory ``f(description) -> trainable`` that
+            replaces the kind's objective (a custom objective; the tests inject faults so).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: Path
+    budget: int = Field(default=50, ge=1)
+    seed: int = 0
+    name: str | None = Field(default=None, min_length=1)
+    time_limit_s: float | None = Field(default=None, gt=0)
+    objective: str | None = None
+
+
+class CampaignConfig(BaseModel):
+    """How a campaign runs (see `run_campaign`).
+
+    Attributes:
+        out: Output folder.
+        benchmark: Where staged kinds are timed (`searchers.kernel_search.BENCHMARK_MODES`).
+        tracking: ``"mlflow"`` (one experiment named `name`, a run per search and per trial,
+            in ``OUT/mlflow.db``), ``"log"`` or ``"none"``.
+        name: Campaign name (the MLflow experiment).
+        search_timeout_s: Wall-clock limit per search, after which it is cancelled and
+            recorded as ``timeout`` (None: no limit).
+        trials_per_search: Trials at a time per search (default: the cluster's trial slots
+            shared evenly between the searches).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    out: Path
+    benchmark: Literal["auto", "per-gpu", "in-trial"] = "auto"
+    tracking: Literal["mlflow", "log", "none"] = "mlflow"
+    name: str = Field(default="campaign", min_length=1)
+    search_timeout_s: float | None = Field(default=None, gt=0)
+    trials_per_search: int | None = Field(default=None, ge=1)
+
+
+def search_names(searches: Sequence[SearchSpec]) -> list[str]:
+    """Each search's name: its own, else its description's, with ``-2``, ``-3`` … appended
+    to repeats; made safe for folder names."""
+    names: list[str] = []
+    for spec in searches:
+        base = spec.name or load_description(spec.description).name
+        base = re.sub(r"[^0-9A-Za-z_.-]", "_", base)
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
+    return names
+
+
+class _Progress(tune.Callback):
+    """Tells the campaign's progress actor about each finished trial of one search."""
+
+    def __init__(self, progress: Any, name: str, metric: str) -> None:
+        self._progress = progress
+        self._name = name
+        self._metric = metric
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        result = trial.last_result or {}
+        self._progress.update.remote(self._name, result.get("status"), result.get(self._metric))
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._progress.update.remote(self._name, "crash", None)
+
+
+class ProgressBoard:
+    """Evaluations done, failures and best value so far per search (a Ray actor)."""
+
+    def __init__(self, modes: dict[str, str]) -> None:
+        self._modes = modes
+        self._rows: dict[str, dict[str, Any]] = {
+            name: {"done": 0, "failed": 0, "best": None} for name in modes
+        }
+
+    def update(self, name: str, status: str | None, value: float | None) -> None:
+        row = self._rows[name]
+        row["done"] += 1
+        if status != "ok" or not isinstance(value, int | float) or not math.isfinite(value):
+            row["failed"] += 1
+            return
+        sign = 1 if self._modes[name] == "min" else -1
+        if row["best"] is None or sign * value < sign * row["best"]:
+            row["best"] = value
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        return {name: dict(row) for name, row in self._rows.items()}
+
+
+def _objective(
+    spec: SearchSpec, name: str, desc: Any, benchmark: Benchmarker | None
+) -> Callable[[dict[str, Any]], Any]:
+    """The search's trainable, named after the search: Tune registers trainables by name for
+    the whole Ray job, so two searches' trainables of one name would replace each other (and
+    the dashboard shows trial actors by this name)."""
+    if spec.objective is None:
+        inner = make_trainable(desc, benchmark=benchmark)
+    else:
+        module, _, function = spec.objective.partition(":")
+        factory: Callable[[Any], Any] = getattr(importlib.import_module(module), function)
+        inner = factory(desc)
+    named = functools.partial(_call, inner)
+    named.__name__ = name  # type: ignore[attr-defined]
+    return named
+
+
+def _call(trainable: Callable[[dict[str, Any]], Any], config: dict[str, Any]) -> Any:
+    return trainable(config)
+
+
+def run_search(
+    spec: SearchSpec,
+    name: str,
+    config: CampaignConfig,
+    *,
+    benchmark: Benchmarker | None,
+    trials_at_a_time: int,
+    progress: Any,
+) -> dict[str, Any]:
+    """One search of a campaign, to its budget (in the search's Ray task).
+
+    Returns:
+        The search's row of the campaign table (see `TABLE`).
+    """
+    desc = load_description(spec.description)
+    space = make_search_space(desc)
+    points = starting_points(desc, space)
+    out = config.out.resolve()
+    run_dir = out / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    placement = placement_on_cluster(desc.kind, staged=benchmark is not None)
+    placement = placement.__class__(
+        **{**placement.__dict__, "max_concurrent_trials": trials_at_a_time}
+    )
+    tracking = TrackingConfig(backend=config.tracking, experiment_name=config.name)
+    tuner, searcher = kernel_tuner(
+        _objective(spec, name, desc, benchmark),
+        placement,
+        space=space,
+        metric=desc.metric,
+        mode=desc.mode,
+        max_evaluations=spec.budget,
+        seed=spec.seed,
+        points_to_evaluate=points,
+        run_config=tune.RunConfig(
+            name=name,
+            storage_path=str(out / "ray"),
+            verbose=0,
+            callbacks=[
+                *tracking_callbacks(tracking, run_dir=out, search_name=name),
+                _Progress(progress, name, desc.metric),
+            ],
+        ),
+    )
+    started = time.perf_counter()
+    grid = tuner.fit()
+    wall_s = time.perf_counter() - started
+    results = searcher.results()
+    results.to_csv(run_dir / "evaluations.csv")
+    trials = [grid[i].metrics or {} for i in range(len(grid))]
+    summary = search_throughput(
+        trials, wall_s=wall_s, gpus=placement.gpus, concurrency=trials_at_a_time
+    )
+    (run_dir / "throughput.json").write_text(json.dumps(summary, indent=1, default=str))
+    ok = [r for r in results.records if r.ok]
+    sign = 1 if desc.mode == "min" else -1
+    best = min(ok, key=lambda r: sign * r.values[desc.metric], default=None)
+    base = next((r for r in ok if r.config == points[0]), None)
+    row: dict[str, Any] = {
+        "name": name,
+        "description": str(spec.description),
+        "kind": desc.kind,
+        "status": "done",
+        "budget": spec.budget,
+        "evaluations": len(results.records),
+        "ok": len(ok),
+        "metric": desc.metric,
+        "baseline": None if base is None else base.values[desc.metric],
+        "best": None if best is None else best.values[desc.metric],
+        "wall_s": round(wall_s, 3),
+        "evals_per_s": round(len(results.records) / wall_s, 4),
+        "best_config": None if best is None else json.dumps(best.config, sort_keys=True),
+        "error": None,
+    }
+    if row["baseline"] and row["best"] is not None:
+        row["improvement_pct"] = round(
+            100.0 * sign * (row["baseline"] - row["best"]) / abs(row["baseline"]), 3
+        )
+    return row
+
+
+def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list[dict[str, Any]]:
+    """Run `searches` at once on the connected Ray cluster and write the campaign's outputs.
+
+    Args:
+        searches: The searches (descriptions × shapes).
+        config: Output folder, benchmark mode, tracking, per-search time limit.
+
+    Returns:
+        One row per search, in the order given (also written to ``OUT/campaign.csv``).
+
+    Raises:
+        ValueError: `searches` is empty.
+    """
+    if not searches:
+        raise ValueError("`searches` must hold at least one SearchSpec, got none")
+    out = config.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    names = search_names(searches)
+    descs = [load_description(s.description) for s in searches]
+    pool = None
+    staged = [uses_benchmark_pool(d.kind, config.benchmark) for d in descs]
+    if any(staged):
+        kinds = {d.kind for d, s in zip(descs, staged, strict=True) if s}
+        if len(kinds) > 1:
+            raise ValueError(f"one benchmark pool serves one staged kind, got kinds {kinds}")
+        pool = start_benchmark_pool(kinds.pop())
+    slots = placement_on_cluster("ptx").max_concurrent_trials - (len(pool.servers) if pool else 0)
+    per_search = config.trials_per_search or max(1, math.ceil(slots / len(searches)))
+    if config.tracking == "mlflow":
+        # Created here, once: searches that each found no store would race to create it.
+        ensure_experiment(sqlite_uri(out), config.name, out / ARTIFACTS_DIR)
+    progress = ray.remote(ProgressBoard).options(num_cpus=0).remote(
+        {n: d.mode for n, d in zip(names, descs, strict=True)}
+    )
+    task = ray.remote(run_search)
+    refs = {
+        task.options(name=f"search:{name}", num_cpus=0, max_retries=0).remote(
+            spec,
+            name,
+            config,
+            benchmark=pool if use_pool else None,
+            trials_at_a_time=per_search,
+            progress=progress,
+        ): name
+        for spec, name, use_pool in zip(searches, names, staged, strict=True)
+    }
+    rows = _collect(refs, searches, names, config, progress)
+    if pool is not None:
+        (out / "benchmark_servers.json").write_text(json.dumps(pool.stats(), indent=1))
+        pool.shutdown()
+    _write_table(out, rows)
+    if config.tracking == "mlflow":
+        _log_searches(out, config.name, rows)
+    return rows
+
+
+def _collect(
+    refs: dict[Any, str],
+    searches: Sequence[SearchSpec],
+    names: list[str],
+    config: CampaignConfig,
+    progress: Any,
+) -> list[dict[str, Any]]:
+    """Wait for every search, cancel those past their time limit, report progress."""
+    started = time.monotonic()
+    limits = {
+        name: spec.time_limit_s or config.search_timeout_s
+        for spec, name in zip(searches, names, strict=True)
+    }
+    by_name: dict[str, dict[str, Any]] = {}
+    pending = dict(refs)
+    last_report = started
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+        for ref in done:
+            name = pending.pop(ref)
+            try:
+                by_name[name] = ray.get(ref)
+            except Exception as exc:  # a search that crashed fails alone: its row says why
+                by_name[name] = {"status": "crash", "error": f"{type(exc).__name__}: {exc}"[-2000:]}
+        elapsed = time.monotonic() - started
+        for ref, name in list(pending.items()):
+            limit = limits[name]
+            if limit is not None and elapsed > limit:
+                ray.cancel(ref, force=True, recursive=True)
+                pending.pop(ref)
+                by_name[name] = {
+                    "status": "timeout",
+                    "error": f"cancelled at its time limit of {limit} s",
+                }
+        now = time.monotonic()
+        if now - last_report >= _REPORT_S or not pending:
+            last_report = now
+            _report(config.out.resolve(), ray.get(progress.snapshot.remote()), searches, names)
+    board = ray.get(progress.snapshot.remote())
+    rows = []
+    for spec, name in zip(searches, names, strict=True):
+        row = {"name": name, "description": str(spec.description), "budget": spec.budget}
+        row.update(by_name[name])
+        row.setdefault("evaluations", board[name]["done"])
+        rows.append(row)
+    return rows
+
+
+def _report(
+    out: Path, board: dict[str, dict[str, Any]], searches: Sequence[SearchSpec], names: list[str]
+) -> None:
+    (out / PROGRESS).write_text(json.dumps(board, indent=1))
+    for spec, name in zip(searches, names, strict=True):
+        row = board[name]
+        print(
+            f"[campaign] {name}: {row['done']}/{spec.budget} evaluations, {row['failed']} "
+            f"failed, best {row['best']}",
+            flush=True,
+        )
+
+
+def _write_table(out: Path, rows: list[dict[str, Any]]) -> None:
+    with (out / TABLE).open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=_TABLE_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    (out / "campaign.json").write_text(json.dumps(rows, indent=1, default=str))
+
+
+def _log_searches(out: Path, experiment: str, rows: list[dict[str, Any]]) -> None:
+    """One MLflow run per search in the campaign's experiment: its row as params and metrics."""
+    import mlflow
+
+    uri = sqlite_uri(out)
+    client = mlflow.MlflowClient(uri)
+    experiment_id = ensure_experiment(uri, experiment, out / ARTIFACTS_DIR)
+    for row in rows:
+        run = client.create_run(
+            experiment_id, run_name=f"search:{row['name']}", tags={"ciq_tune.search": row["name"]}
+        )
+        for key in ("description", "kind", "status", "budget", "metric", "best_config"):
+            if row.get(key) is not None:
+                client.log_param(run.info.run_id, key, str(row[key])[:500])
+        for key in ("evaluations", "ok", "baseline", "best", "improvement_pct", "evals_per_s"):
+            value = row.get(key)
+            if isinstance(value, int | float) and math.isfinite(value):
+                client.log_metric(run.info.run_id, key, float(value))
+        client.set_terminated(run.info.run_id, "FINISHED" if row["status"] == "done" else "FAILED")
