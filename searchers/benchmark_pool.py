@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import ray
-from ray.actor import ActorHandle
 
 from objectives._stages import BenchmarkRequest
 from objectives._stages import benchmark_here
@@ -42,6 +41,13 @@ class BenchmarkServer:
     def node_id(self) -> str:
         """The Ray node this server runs on."""
         return str(ray.get_runtime_context().get_node_id())
+
+    def warm(self, request: BenchmarkRequest) -> float:
+        """Start the benchmark worker with a no-op `request`; seconds it took (not counted in
+        `stats`)."""
+        t0 = time.perf_counter()
+        benchmark_here(request)
+        return time.perf_counter() - t0
 
     def run(self, request: BenchmarkRequest) -> dict[str, Any]:
         """Check and time one candidate in this server's warm worker (see `benchmark_here`)."""
@@ -73,7 +79,7 @@ class BenchmarkPool:
         >>> trainable = make_trainable(desc, benchmark=pool)  # doctest: +SKIP
     """
 
-    def __init__(self, servers: Sequence[ActorHandle], node_ids: Sequence[str]) -> None:
+    def __init__(self, servers: Sequence[Any], node_ids: Sequence[str]) -> None:
         if not servers or len(servers) != len(node_ids):
             raise ValueError(
                 f"`servers` and `node_ids` must be non-empty and of equal length, got "
@@ -106,8 +112,8 @@ class BenchmarkPool:
         if gpus < 0:
             raise ValueError(f"`gpus` must be >= 0, got gpus={gpus}")
         tag = uuid.uuid4().hex[:6]
-        remote = ray.remote(BenchmarkServer)
-        servers = [
+        remote: Any = ray.remote(BenchmarkServer)
+        servers: list[Any] = [
             remote.options(
                 name=f"{name}-{'gpu' if gpus else 'cpu'}{i}-{tag}",
                 num_cpus=1,
@@ -129,7 +135,7 @@ class BenchmarkPool:
             cpu_env=dict(cpu_env or {}),
             preload=preload,
         )
-        ray.get([s.run.remote(warm) for s in servers])
+        ray.get([s.warm.remote(warm) for s in servers])
         return pool
 
     def __call__(self, request: BenchmarkRequest) -> dict[str, Any]:
@@ -139,7 +145,7 @@ class BenchmarkPool:
         choices = local or self.servers
         server = choices[next(_turn) % len(choices)]
         try:
-            result: dict[str, Any] = ray.get(server.run.remote(request))
+            result: dict[str, Any] = dict(ray.get(server.run.remote(request)))
         except ray.exceptions.RayError as exc:
             return {"status": "crash", "error": f"benchmark server failed: {exc}"[:2000]}
         return result

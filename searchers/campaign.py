@@ -60,6 +60,7 @@ _REPORT_S = 10.0
 _TABLE_FIELDS = (
     "name",
     "description",
+    "shape",
     "kind",
     "status",
     "budget",
@@ -84,6 +85,8 @@ class SearchSpec(BaseModel):
         budget: Evaluations.
         seed: Search seed.
         name: Name of the search (default: the description's name), unique in the campaign.
+        shape: Sizes of one shape to tune at (`KernelDescription.at_shape`); None: the
+            description's `sizes` (a description with a `shapes` matrix needs one).
         time_limit_s: Wall-clock limit of this search, in place of the campaign's
             `CampaignConfig.search_timeout_s`.
         objective: ``"module:function"`` of a factory ``f(description) -> trainable`` that
@@ -96,6 +99,7 @@ class SearchSpec(BaseModel):
     budget: int = Field(default=50, ge=1)
     seed: int = 0
     name: str | None = Field(default=None, min_length=1)
+    shape: dict[str, int] | None = None
     time_limit_s: float | None = Field(default=None, gt=0)
     objective: str | None = None
 
@@ -125,13 +129,73 @@ class CampaignConfig(BaseModel):
     trials_per_search: int | None = Field(default=None, ge=1)
 
 
+def expand_searches(
+    descriptions: Sequence[Path],
+    *,
+    shapes: Sequence[str] | None = None,
+    budget: int = 50,
+    seed: int = 0,
+) -> list[SearchSpec]:
+    """The searches of descriptions × shapes: one per description, or with `shapes`, one per
+    selected shape of each description's matrix (`KernelDescription.matrix`).
+
+    Args:
+        descriptions: Description files.
+        shapes: ``["all"]`` for every shape of each matrix, or shape labels
+            (``"M=16,N=4096,K=4096"``, `Shape.label`) to keep; None: no expansion.
+        budget: Evaluations per search.
+        seed: Seed of every search.
+
+    Raises:
+        ValueError: a description has a `shapes` matrix and `shapes` is None (a matrix is
+            tuned as one search with transfer by ``ciq-tune tune`` alone, or per shape here),
+            or a label matches no shape of any description.
+    """
+    specs: list[SearchSpec] = []
+    matched: set[str] = set()
+    for given in descriptions:
+        # Resolved here: the searches run in Ray workers, whose working folder may differ.
+        path = Path(given).resolve()
+        desc = load_description(path)
+        if shapes is None:
+            if desc.shapes:
+                raise ValueError(
+                    f"{path}: has a `shapes` matrix; pass shapes ('all' or labels such as "
+                    f"{desc.matrix()[0].label()!r}) to tune it shape by shape in the campaign"
+                )
+            specs.append(SearchSpec(description=path, budget=budget, seed=seed))
+            continue
+        for shape in desc.matrix():
+            label = shape.label()
+            if "all" in shapes or label in shapes:
+                matched.add(label)
+                specs.append(
+                    SearchSpec(
+                        description=path,
+                        budget=budget,
+                        seed=seed,
+                        shape=shape.sizes,
+                        name=f"{desc.name}@{label}",
+                    )
+                )
+    unknown = [s for s in shapes or () if s != "all" and s not in matched]
+    if unknown:
+        raise ValueError(f"`shapes` {unknown} match no shape of {[str(p) for p in descriptions]}")
+    return specs
+
+
+def _description(spec: SearchSpec) -> Any:
+    desc = load_description(spec.description)
+    return desc if spec.shape is None else desc.at_shape(spec.shape)
+
+
 def search_names(searches: Sequence[SearchSpec]) -> list[str]:
     """Each search's name: its own, else its description's, with ``-2``, ``-3`` … appended
     to repeats; made safe for folder names."""
     names: list[str] = []
     for spec in searches:
         base = spec.name or load_description(spec.description).name
-        base = re.sub(r"[^0-9A-Za-z_.-]", "_", base)
+        base = re.sub(r"[^0-9A-Za-z_.@=,-]", "_", base)
         name, n = base, 2
         while name in names:
             name, n = f"{base}-{n}", n + 1
@@ -213,7 +277,7 @@ def run_search(
     Returns:
         The search's row of the campaign table (see `TABLE`).
     """
-    desc = load_description(spec.description)
+    desc = _description(spec)
     space = make_search_space(desc)
     points = starting_points(desc, space)
     out = config.out.resolve()
@@ -253,24 +317,25 @@ def run_search(
         trials, wall_s=wall_s, gpus=placement.gpus, concurrency=trials_at_a_time
     )
     (run_dir / "throughput.json").write_text(json.dumps(summary, indent=1, default=str))
-    ok = [r for r in results.records if r.ok]
+    ok = [(r.config, r.values) for r in results.records if r.ok and r.values is not None]
     sign = 1 if desc.mode == "min" else -1
-    best = min(ok, key=lambda r: sign * r.values[desc.metric], default=None)
-    base = next((r for r in ok if r.config == points[0]), None)
+    best = min(ok, key=lambda cv: sign * cv[1][desc.metric], default=None)
+    base = next((v for c, v in ok if c == points[0]), None)
     row: dict[str, Any] = {
         "name": name,
         "description": str(spec.description),
+        "shape": None if spec.shape is None else json.dumps(spec.shape),
         "kind": desc.kind,
         "status": "done",
         "budget": spec.budget,
         "evaluations": len(results.records),
         "ok": len(ok),
         "metric": desc.metric,
-        "baseline": None if base is None else base.values[desc.metric],
-        "best": None if best is None else best.values[desc.metric],
+        "baseline": None if base is None else base[desc.metric],
+        "best": None if best is None else best[1][desc.metric],
         "wall_s": round(wall_s, 3),
         "evals_per_s": round(len(results.records) / wall_s, 4),
-        "best_config": None if best is None else json.dumps(best.config, sort_keys=True),
+        "best_config": None if best is None else json.dumps(best[0], sort_keys=True),
         "error": None,
     }
     if row["baseline"] and row["best"] is not None:
@@ -298,7 +363,7 @@ def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list
     out = config.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     names = search_names(searches)
-    descs = [load_description(s.description) for s in searches]
+    descs = [_description(s) for s in searches]
     pool = None
     staged = [uses_benchmark_pool(d.kind, config.benchmark) for d in descs]
     if any(staged):
@@ -311,10 +376,12 @@ def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list
     if config.tracking == "mlflow":
         # Created here, once: searches that each found no store would race to create it.
         ensure_experiment(sqlite_uri(out), config.name, out / ARTIFACTS_DIR)
-    progress = ray.remote(ProgressBoard).options(num_cpus=0).remote(
-        {n: d.mode for n, d in zip(names, descs, strict=True)}
+    progress = (
+        ray.remote(ProgressBoard)
+        .options(num_cpus=0)
+        .remote({n: d.mode for n, d in zip(names, descs, strict=True)})
     )
-    task = ray.remote(run_search)
+    task: Any = ray.remote(run_search)  # type: ignore[arg-type]
     refs = {
         task.options(name=f"search:{name}", num_cpus=0, max_retries=0).remote(
             spec,

@@ -27,6 +27,7 @@ from ciq_tune.validation.noise_aware import PATIENCE
 from objectives import STAGED_KINDS
 from objectives import benchmark_worker_setup
 from objectives import make_trainable
+from objectives._stages import Benchmarker
 from objectives import measurement_is_exact
 from objectives.description import KernelDescription
 from searchers.benchmark_pool import BenchmarkPool
@@ -36,13 +37,18 @@ from searchers.placement import Placement
 from searchers.placement import plan_placement
 
 
-def logged_trainable(description: KernelDescription) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def logged_trainable(
+    description: KernelDescription, *, benchmark: Benchmarker | None = None
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The description's trainable, printing each trial's id, configuration and result.
 
     Ray keeps a trial actor's stdout as its log (browsable in the Ray dashboard); Tune names
-    trials and their actors after the description.
+    trials and their actors after the description. `benchmark`: see
+    `objectives.make_trainable`.
     """
-    printed = functools.partial(_printed_trial, make_trainable(description))
+    printed = functools.partial(
+        _printed_trial, make_trainable(description, benchmark=benchmark)
+    )
     printed.__name__ = description.name  # type: ignore[attr-defined]
     return printed
 
@@ -281,14 +287,18 @@ class NoiseSettings:
 
 
 def kernel_trainable(
-    desc: KernelDescription, *, noise: NoiseSettings | None = None
+    desc: KernelDescription,
+    *,
+    noise: NoiseSettings | None = None,
+    benchmark: Benchmarker | None = None,
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The description's trainable (call after `ray.init`), noise-aware
     (`searchers.noise_aware`: candidates within noise of the best are confirmed) unless a fresh
     evaluation reproduces its metric exactly (`objectives.measurement_is_exact`). The
     convergence stop is not used here: `noise.patience` is ignored (`run_search` has it).
-    Each trial prints its id, configuration and result (`logged_trainable`)."""
-    trainable = logged_trainable(desc)
+    Each trial prints its id, configuration and result (`logged_trainable`); `benchmark`: see
+    `objectives.make_trainable`."""
+    trainable = logged_trainable(desc, benchmark=benchmark)
     if measurement_is_exact(desc):
         return trainable
     noise = noise or NoiseSettings()

@@ -13,6 +13,7 @@ from ciq_tune.cli._options import add_verbose
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
 from ciq_tune.cli.tune import RUN_SETTINGS
+from ciq_tune.cli.tune import benchmark_pool
 from ciq_tune.cli.tune import check_num_cpus
 from ciq_tune.cli.tune import place_trials
 from ciq_tune.cli.tune import ray_init
@@ -74,8 +75,14 @@ def _resume(args: argparse.Namespace) -> int:
     started_ray = ray_init(address, num_cpus, args.verbose)
     try:
         # A run.json from before trials could share a GPU has no trials_per_gpu: one per GPU.
-        placement = place_trials(desc.kind, settings.get("trials_per_gpu", 1))
-        trainable = tune.with_resources(kernel_trainable(desc), placement.resources)
+        # A run.json from before benchmark servers timed in-trial.
+        pool = benchmark_pool(desc.kind, settings.get("benchmark", "in-trial"))
+        placement = place_trials(
+            desc.kind, settings.get("trials_per_gpu", 1), staged=pool is not None
+        )
+        trainable = tune.with_resources(
+            kernel_trainable(desc, benchmark=pool), placement.resources
+        )
         with graceful_interrupt() as interrupt:
             grid = tune.Tuner.restore(str(experiment), trainable).fit()
         searcher = CompileIQSearcher()

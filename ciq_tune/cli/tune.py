@@ -24,23 +24,50 @@ from ciq_tune.errors import CiqTuneError
 if TYPE_CHECKING:
     from ciq_tune.validation import SearchValidation
     from ciq_tune.validation import ValidationConfig
+    from searchers.benchmark_pool import BenchmarkPool
     from searchers.placement import Placement
 
 
 def _tune_args(parser: argparse.ArgumentParser) -> None:
     from ciq_tune.validation import VALIDATION_DEFAULTS
 
-    parser.add_argument("description", type=Path, help="kernel description file (YAML or JSON)")
+    parser.add_argument(
+        "description",
+        type=Path,
+        nargs="+",
+        help="kernel description file (YAML or JSON); several run as a campaign: all searches "
+        "at once on the Ray cluster, OUT/campaign.csv lists them (docs/cluster.md)",
+    )
     parser.add_argument("--budget", type=int, default=50, help="evaluations (default 50)")
     parser.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     parser.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: all)")
     parser.add_argument(
         "--trials-per-gpu",
         type=int,
-        default=1,
         metavar="N",
-        help="trials sharing each GPU: they compile at the same time and take turns to "
-        "benchmark (default 1: one trial per GPU)",
+        help="trials in flight per GPU (default: 1 with --benchmark in-trial, where they take "
+        "turns on the GPU; with per-GPU benchmark servers, as many as the CPUs hold)",
+    )
+    parser.add_argument(
+        "--benchmark",
+        choices=["auto", "per-gpu", "in-trial"],
+        default="auto",
+        help="where candidates are timed: per-gpu, one persistent benchmark server per GPU while "
+        "trials only compile (Triton); in-trial, each trial's own worker; auto (default): "
+        "per-gpu for Triton on a cluster with GPUs",
+    )
+    parser.add_argument(
+        "--shapes",
+        nargs="+",
+        metavar="SHAPE",
+        help="campaign: one search per shape of each description's matrix, 'all' or labels "
+        "such as M=16,N=4096,K=4096",
+    )
+    parser.add_argument(
+        "--search-timeout",
+        type=float,
+        metavar="S",
+        help="campaign: cancel a search still running after S seconds (default: no limit)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("ciq-tune-out"), help="output folder (default %(default)s)"
@@ -109,7 +136,7 @@ def _tune(args: argparse.Namespace) -> int:
 
     if args.budget < 1:
         raise CiqTuneError(f"`--budget` must be a positive evaluation count, got {args.budget}")
-    if args.trials_per_gpu < 1:
+    if args.trials_per_gpu is not None and args.trials_per_gpu < 1:
         raise CiqTuneError(
             f"`--trials-per-gpu` must be a positive integer, got {args.trials_per_gpu}"
         )
@@ -118,6 +145,11 @@ def _tune(args: argparse.Namespace) -> int:
             f"`--validate-top` must be 0 (off) or a positive count, got {args.validate_top}"
         )
     check_num_cpus(args.num_cpus)
+    if len(args.description) > 1 or args.shapes:
+        from ciq_tune.cli._campaign import tune_campaign_command
+
+        return tune_campaign_command(args)
+    args.description = args.description[0]
     settings = validation_config(args.validate_repetitions)
     desc = load_description(args.description)
     if desc.shapes:
@@ -138,9 +170,10 @@ def _tune(args: argparse.Namespace) -> int:
     write_run_settings(args)
     started_ray = ray_init(args.address, args.num_cpus, args.verbose)
     try:
-        placement = place_trials(desc.kind, args.trials_per_gpu)
+        pool = benchmark_pool(desc.kind, args.benchmark)
+        placement = place_trials(desc.kind, args.trials_per_gpu, staged=pool is not None)
         tuner, searcher = kernel_tuner(
-            kernel_trainable(desc),
+            kernel_trainable(desc, benchmark=pool),
             placement,
             space=space,
             metric=desc.metric,
@@ -352,6 +385,7 @@ def write_run_settings(args: argparse.Namespace) -> None:
         "num_cpus": args.num_cpus,
         "tracking": args.tracking,
         "trials_per_gpu": args.trials_per_gpu,
+        "benchmark": args.benchmark,
         "validate_top": args.validate_top,
         "validate_repetitions": args.validate_repetitions,
         "transfer": None if args.no_transfer else args.transfer,
@@ -359,11 +393,27 @@ def write_run_settings(args: argparse.Namespace) -> None:
     (args.out / RUN_SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
 
 
-def place_trials(kind: str, trials_per_gpu: int) -> Placement:
+def benchmark_pool(kind: str, mode: str) -> BenchmarkPool | None:
+    """The per-GPU benchmark servers of a search in benchmark `mode`, started, or None."""
+    from searchers.kernel_search import start_benchmark_pool
+    from searchers.kernel_search import uses_benchmark_pool
+
+    try:
+        staged = uses_benchmark_pool(kind, mode)
+    except ValueError as exc:
+        raise CiqTuneError(f"`--benchmark`: {exc}") from exc
+    if not staged:
+        return None
+    pool = start_benchmark_pool(kind)
+    print(f"benchmark servers: {len(pool.servers)}, warm", flush=True)
+    return pool
+
+
+def place_trials(kind: str, trials_per_gpu: int | None, *, staged: bool = False) -> Placement:
     """Trial resources on the Ray cluster that `ray.init` connected to, printed."""
     from searchers.kernel_search import placement_on_cluster
 
-    placement = placement_on_cluster(kind, trials_per_gpu)
+    placement = placement_on_cluster(kind, trials_per_gpu, staged=staged)
     print(f"placement: {placement.note}", flush=True)
     return placement
 

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 import ray
+import yaml
 
 from searchers.campaign import CampaignConfig
 from searchers.campaign import SearchSpec
+from searchers.campaign import expand_searches
 from searchers.campaign import run_campaign
 from searchers.campaign import search_names
 
@@ -26,15 +28,35 @@ def ray_cpus():
     ray.shutdown()
 
 
+def _scale(tmp_path: Path) -> Path:
+    data = {
+        "name": "scale",
+        "kind": "triton",
+        "source": str(ROOT / "tests/objectives/data/scale.py"),
+        "entry": "scale_kernel",
+        "metric": "time_ms",
+        "sizes": {"n": 256},
+        "inputs": [{"name": "x", "shape": ["n"]}, {"name": "y", "shape": ["n"]}],
+        "outputs": ["y"],
+        "grid": "(ceil(n / BLOCK),)",
+        "reference": "2.0 * x",
+        "params": {"BLOCK": {"ordinal": [32, 64, 128, 256]}},
+    }
+    path = tmp_path / "scale.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
 def test_search_names_are_unique_and_safe():
     specs = [SearchSpec(description=SPILL), SearchSpec(description=SPILL, name="a b")]
     assert search_names([*specs, SearchSpec(description=SPILL)]) == ["spill", "a_b", "spill-2"]
 
 
+@pytest.mark.slow
 def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(ray_cpus, tmp_path):
     searches = [
-        SearchSpec(description=SPILL, budget=6, seed=0, name="good-a"),
-        SearchSpec(description=SPILL, budget=6, seed=1, name="good-b"),
+        SearchSpec(description=SPILL, budget=4, seed=0, name="good-a"),
+        SearchSpec(description=SPILL, budget=4, seed=1, name="good-b"),
         SearchSpec(
             description=SPILL,
             budget=3,
@@ -48,8 +70,8 @@ def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(ray_cp
     config = CampaignConfig(out=tmp_path, tracking="mlflow")
     rows = {r["name"]: r for r in run_campaign(searches, config)}
     for name in ("good-a", "good-b"):
-        assert rows[name]["status"] == "done" and rows[name]["evaluations"] == 6, rows[name]
-        assert rows[name]["ok"] == 6 and rows[name]["best"] <= rows[name]["baseline"]
+        assert rows[name]["status"] == "done" and rows[name]["evaluations"] == 4, rows[name]
+        assert rows[name]["ok"] == 4 and rows[name]["best"] <= rows[name]["baseline"]
         assert (tmp_path / name / "evaluations.csv").is_file()
     assert rows["hangs"]["status"] == "timeout" and "20" in rows["hangs"]["error"]
     # Every evaluation of the crashing search killed its trial's process: failures as data.
@@ -60,12 +82,46 @@ def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(ray_cp
         table = {r["name"]: r for r in csv.DictReader(handle)}
     assert set(table) == set(rows) and table["good-a"]["status"] == "done"
     progress = json.loads((tmp_path / "progress.json").read_text())
-    assert progress["good-b"]["done"] == 6
+    assert progress["good-b"]["done"] == 4
 
     import mlflow
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("campaign")
     runs = client.search_runs([experiment.experiment_id], "tags.`ciq_tune.search` != ''")
-    per_search = {r.data.tags["ciq_tune.search"] for r in runs if r.info.run_name.startswith("search:")}
+    per_search = {
+        r.data.tags["ciq_tune.search"] for r in runs if r.info.run_name.startswith("search:")
+    }
     assert per_search == set(rows)
+
+
+@pytest.mark.slow
+def test_triton_searches_compile_in_trials_and_share_one_benchmark_server(ray_cpus, tmp_path):
+    searches = [
+        SearchSpec(description=_scale(tmp_path), budget=3, name="scale-a"),
+        SearchSpec(description=_scale(tmp_path), budget=3, seed=1, name="scale-b"),
+    ]
+    config = CampaignConfig(out=tmp_path / "out", benchmark="per-gpu", tracking="none")
+    rows = run_campaign(searches, config)
+    assert [(r["status"], r["ok"]) for r in rows] == [("done", 3), ("done", 3)], rows
+    # No GPU here: one server ran Triton's interpreter for every candidate of both searches.
+    servers = json.loads((tmp_path / "out/benchmark_servers.json").read_text())
+    assert len(servers) == 1 and servers[0]["served"] == 6
+    throughput = json.loads((tmp_path / "out/scale-a/throughput.json").read_text())
+    assert throughput["evaluations"] == 3 and throughput["mean_s"]["compile_s"] > 0
+
+
+def test_descriptions_times_shapes_give_one_search_per_shape():
+    matrix = ROOT / "examples/kernels/triton/matmul_llm.yaml"
+    every = expand_searches([matrix, SPILL], shapes=["all"], budget=5)
+    from objectives import load_description
+
+    shapes = load_description(matrix).matrix()
+    assert len(every) == len(shapes) + 1 and every[0].shape == shapes[0].sizes
+    assert every[0].name == f"{load_description(matrix).name}@{shapes[0].label()}"
+    picked = expand_searches([matrix], shapes=[shapes[2].label()])
+    assert [s.shape for s in picked] == [shapes[2].sizes]
+    with pytest.raises(ValueError, match="match no shape"):
+        expand_searches([matrix], shapes=["M=3"])
+    with pytest.raises(ValueError, match="has a `shapes` matrix"):
+        expand_searches([matrix])
