@@ -16,6 +16,7 @@ per search and its trials.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import importlib
 import json
@@ -117,6 +118,7 @@ class CampaignConfig(BaseModel):
             recorded as ``timeout`` (None: no limit).
         trials_per_search: Trials at a time per search (default: the cluster's trial slots
             shared evenly between the searches).
+        trials_per_gpu: Trials sharing a GPU where candidates are timed in-trial (default 1).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -127,6 +129,7 @@ class CampaignConfig(BaseModel):
     name: str = Field(default="campaign", min_length=1)
     search_timeout_s: float | None = Field(default=None, gt=0)
     trials_per_search: int | None = Field(default=None, ge=1)
+    trials_per_gpu: int | None = Field(default=None, ge=1)
 
 
 def expand_searches(
@@ -283,10 +286,10 @@ def run_search(
     out = config.out.resolve()
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
-    placement = placement_on_cluster(desc.kind, staged=benchmark is not None)
-    placement = placement.__class__(
-        **{**placement.__dict__, "max_concurrent_trials": trials_at_a_time}
-    )
+    placement = placement_on_cluster(desc.kind, config.trials_per_gpu, staged=benchmark is not None)
+    # In-trial GPU searches are bounded by their GPU shares too.
+    trials_at_a_time = min(trials_at_a_time, placement.max_concurrent_trials)
+    placement = dataclasses.replace(placement, max_concurrent_trials=trials_at_a_time)
     tracking = TrackingConfig(backend=config.tracking, experiment_name=config.name)
     tuner, searcher = kernel_tuner(
         _objective(spec, name, desc, benchmark),
