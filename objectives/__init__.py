@@ -13,12 +13,15 @@ from ciq_tune.errors import DescriptionError
 from ciq_tune.errors import MeasurementError
 from ciq_tune.errors import SpaceError
 from ciq_tune.space import SearchSpace
+from objectives._stages import Benchmarker
 from objectives.description import ENERGY_METRICS
 from objectives.description import KernelDescription
 from objectives.description import load_description
 
 __all__ = [
+    "STAGED_KINDS",
     "KernelDescription",
+    "benchmark_worker_setup",
     "load_description",
     "make_measure",
     "make_search_space",
@@ -28,8 +31,15 @@ __all__ = [
 ]
 
 
+# Kinds whose evaluation splits into a compile stage and a benchmark stage (`objectives._stages`).
+STAGED_KINDS = ("triton",)
+
+
 def make_trainable(
-    description: KernelDescription, *, energy: bool | None = None
+    description: KernelDescription,
+    *,
+    energy: bool | None = None,
+    benchmark: Benchmarker | None = None,
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The trainable of a description, from ``objectives.<kind>.make_trainable``.
 
@@ -41,16 +51,40 @@ def make_trainable(
         energy: Also measure NVML energy per call (``energy_mj``) and mean power
             (``power_w``) on a GPU; None: when the description's metric is one of them. Pass
             True to search them as extra objectives of a multi-objective search.
+        benchmark: For a kind of `STAGED_KINDS`, where candidates are checked and timed
+            (`objectives._stages`); the trial then only compiles.
+
+    Raises:
+        ValueError: `benchmark` is given for a kind that is not staged.
     """
     module = importlib.import_module(f"objectives.{description.kind}")
     if energy is None:
         energy = description.metric in ENERGY_METRICS
     trainable: Callable[[dict[str, Any]], dict[str, Any]]
-    if description.kind == "ptx":
+    if benchmark is not None:
+        if description.kind not in STAGED_KINDS:
+            raise ValueError(
+                f"`benchmark` needs a kind of {STAGED_KINDS}, got kind={description.kind!r}"
+            )
+        trainable = module.make_trainable(description, energy=energy, benchmark=benchmark)
+    elif description.kind == "ptx":
         trainable = module.make_trainable(description)  # compile-only: nothing to power
     else:
         trainable = module.make_trainable(description, energy=energy)
     return trainable
+
+
+def benchmark_worker_setup(kind: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The modules a benchmark worker of a staged `kind` preloads, and its environment where
+    it has no GPU (see `objectives._stages.BenchmarkRequest`).
+
+    Raises:
+        ValueError: `kind` is not in `STAGED_KINDS`.
+    """
+    if kind not in STAGED_KINDS:
+        raise ValueError(f"`kind` must be one of {STAGED_KINDS}, got kind={kind!r}")
+    worker = importlib.import_module(f"objectives.{kind}").WORKER
+    return tuple(worker.preload), dict(worker.cpu_env)
 
 
 def make_measure(description: KernelDescription) -> Callable[[Any], float]:

@@ -17,6 +17,9 @@ from typing import Any
 
 from objectives._bench import split_config
 from objectives._isolate import run_isolated
+from objectives._stages import Benchmarker
+from objectives._stages import evaluate_in_stages
+from objectives._stages import worker_env
 from objectives.description import KernelDescription
 
 Trainable = Callable[[dict[str, Any]], dict[str, Any]]
@@ -36,6 +39,9 @@ class WorkerKind:
         compile_timeout_factor: the worker's compile limit in units of the description's
             ``timeouts.compile_s`` (above 1 when the compiler has that limit itself and the
             worker also loads the result).
+        compile_target: a staged kind's compile task (`objectives._stages`): compiles the
+            candidate into the compiler's on-disk cache and returns its statistics.
+        benchmark_target: a staged kind's benchmark task: loads, checks and times it.
     """
 
     kind: str
@@ -44,6 +50,13 @@ class WorkerKind:
     preload: tuple[str, ...]
     interpret_without_gpu: bool
     compile_timeout_factor: float = 1.0
+    compile_target: str | None = None
+    benchmark_target: str | None = None
+
+    @property
+    def cpu_env(self) -> dict[str, str]:
+        """The worker's environment where it has no GPU."""
+        return {"TRITON_INTERPRET": "1"} if self.interpret_without_gpu else {}
 
 
 def params_and_controls(desc: KernelDescription, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,25 +66,39 @@ def params_and_controls(desc: KernelDescription, config: Mapping[str, Any]) -> d
 
 
 def make_trainable(
-    description: KernelDescription, worker: WorkerKind, *, energy: bool = False
+    description: KernelDescription,
+    worker: WorkerKind,
+    *,
+    energy: bool = False,
+    benchmark: Benchmarker | None = None,
 ) -> Trainable:
     """``trainable(config) -> result`` evaluating configurations of `description` in the
-    isolated worker of `worker`'s kind.
+    isolated worker of `worker`'s kind, or (with `benchmark`, for a staged kind) compiling them
+    there and having `benchmark` check and time them (`objectives._stages`).
 
     Raises:
-        ValueError: `description` is of another kind.
+        ValueError: `description` is of another kind, or `benchmark` is given for a kind with
+            no compile and benchmark targets.
     """
     if description.kind != worker.kind:
         raise ValueError(
             f"`description.kind` must be {worker.kind!r}, got kind={description.kind!r}"
         )
-    return functools.partial(_trainable, worker, description.model_dump(mode="json"), energy)
+    if benchmark is not None and (worker.compile_target is None or worker.benchmark_target is None):
+        raise ValueError(f"kind {worker.kind!r} has no compile and benchmark stages")
+    data = description.model_dump(mode="json")
+    return functools.partial(_trainable, worker, data, energy, benchmark)
 
 
 def _trainable(
-    worker: WorkerKind, data: dict[str, Any], energy: bool, config: dict[str, Any]
+    worker: WorkerKind,
+    data: dict[str, Any],
+    energy: bool,
+    benchmark: Benchmarker | None,
+    config: dict[str, Any],
 ) -> dict[str, Any]:
-    return evaluate_isolated(KernelDescription.model_validate(data), config, worker, energy=energy)
+    desc = KernelDescription.model_validate(data)
+    return evaluate_isolated(desc, config, worker, energy=energy, benchmark=benchmark)
 
 
 def evaluate_isolated(
@@ -80,14 +107,28 @@ def evaluate_isolated(
     worker: WorkerKind,
     *,
     energy: bool = False,
+    benchmark: Benchmarker | None = None,
 ) -> dict[str, Any]:
-    """Evaluate one configuration in this process's warm isolated worker."""
+    """Evaluate one configuration in this process's warm isolated worker, or compile it there
+    and have `benchmark` time it (see `make_trainable`)."""
     try:
         fields = worker.payload(desc, config)
     except ValueError as exc:
         return {"status": "crash", "time_ms": math.nan, "error": str(exc)}
     payload = {"description": desc.model_dump(mode="json"), **fields, "energy": energy}
-    result = run_in_worker(worker, desc, worker.target, payload)
+    if benchmark is not None and worker.compile_target and worker.benchmark_target:
+        result = evaluate_in_stages(
+            compile_target=worker.compile_target,
+            benchmark_target=worker.benchmark_target,
+            payload=payload,
+            compile_timeout_s=worker.compile_timeout_factor * desc.timeouts.compile_s,
+            run_timeout_s=desc.timeouts.run_s,
+            cpu_env=worker.cpu_env,
+            preload=worker.preload,
+            benchmark=benchmark,
+        )
+    else:
+        result = run_in_worker(worker, desc, worker.target, payload)
     result.setdefault("time_ms", math.nan)
     return result
 
@@ -96,7 +137,7 @@ def run_in_worker(
     worker: WorkerKind, desc: KernelDescription, target: str, payload: dict[str, Any]
 ) -> dict[str, Any]:
     """Run `target` with `payload` in the worker of `worker`'s kind, with `desc`'s limits."""
-    env = {"TRITON_INTERPRET": "1"} if worker.interpret_without_gpu and not has_gpu() else {}
+    env = worker_env(worker.cpu_env)
     return run_isolated(
         target,
         payload,
@@ -105,11 +146,3 @@ def run_in_worker(
         env=env,
         preload=worker.preload,
     )
-
-
-@functools.cache
-def has_gpu() -> bool:
-    """Whether torch sees a CUDA device in this process."""
-    import torch
-
-    return torch.cuda.is_available()

@@ -16,6 +16,7 @@ from typing import Any
 from objectives import _trainable
 from objectives._bench import check_and_time
 from objectives._bench import split_config
+from objectives._stages import Benchmarker
 from objectives.description import KernelDescription
 
 TARGET = "objectives.triton:evaluate"
@@ -24,7 +25,10 @@ _CATALOG = "triton"
 
 
 def make_trainable(
-    description: KernelDescription, *, energy: bool = False
+    description: KernelDescription,
+    *,
+    energy: bool = False,
+    benchmark: Benchmarker | None = None,
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A Ray Tune function trainable that evaluates one configuration of a Triton kernel.
 
@@ -37,11 +41,15 @@ def make_trainable(
     Args:
         description: The kernel description (``kind: triton``).
         energy: Also report NVML energy per call (``energy_mj``) and power (``power_w``).
+        benchmark: Where candidates are checked and timed (`objectives._stages`): given, the
+            trial only compiles (into Triton's on-disk cache) and `benchmark` times, e.g. a
+            GPU's persistent worker (`searchers.benchmark_pool`); None, the trial's own
+            worker does both, taking turns on the GPU with the trials that share it.
 
     Returns:
         ``trainable(config) -> result``, picklable (no closure over live objects).
     """
-    return _trainable.make_trainable(description, WORKER, energy=energy)
+    return _trainable.make_trainable(description, WORKER, energy=energy, benchmark=benchmark)
 
 
 WORKER = _trainable.WorkerKind(
@@ -50,6 +58,8 @@ WORKER = _trainable.WorkerKind(
     payload=_trainable.params_and_controls,
     preload=("torch", "triton"),
     interpret_without_gpu=True,
+    compile_target="objectives.triton:compile_candidate",
+    benchmark_target="objectives.triton:benchmark_candidate",
 )
 
 
@@ -117,6 +127,55 @@ def make_launch(
 _candidates = 0
 
 
+def _compile(
+    desc: KernelDescription,
+    params: Mapping[str, Any],
+    controls: Mapping[str, Any],
+    *,
+    device: str,
+    load: bool,
+) -> tuple[Any, tuple[int, ...], dict[str, Any], dict[str, Any]] | dict[str, Any]:
+    """Compile one configuration ahead of its first launch (a hit in Triton's on-disk cache
+    when another process compiled it), so compile time and failures are measured alone.
+
+    Args:
+        desc: The kernel description.
+        params: Kernel parameters.
+        controls: Controls per catalog.
+        device: ``"cuda"``, or ``"cpu"`` for the interpreter (nothing to compile).
+        load: Also load the module onto the GPU, which fails on too much shared memory; the
+            compile stage of `objectives._stages` leaves that to the benchmark worker.
+
+    Returns:
+        ``(kernel, grid, kwargs, info)``, or a ``compile_error`` result: a bad source, control,
+        grid or resource use is this candidate's fault only.
+    """
+    import torch
+
+    t0 = time.perf_counter()
+    try:
+        kernel, grid, kwargs = _prepare(desc, params, controls)
+    except Exception as exc:
+        return {"status": "compile_error", "time_ms": math.nan, "error": _short(exc)}
+    info: dict[str, Any] = {}
+    if device == "cuda":
+        probe = [torch.empty(0, dtype=getattr(torch, s.dtype), device=device) for s in desc.inputs]
+        try:
+            compiled = kernel.warmup(*probe, grid=grid, **kwargs)
+            if load:
+                compiled._init_handles()
+        except Exception as exc:
+            return {"status": "compile_error", "time_ms": math.nan, "error": _short(exc)}
+        info = {"n_regs": compiled.n_regs, "n_spills": compiled.n_spills}
+        info["shared_bytes"] = compiled.metadata.shared
+    info["compile_s"] = time.perf_counter() - t0
+    return kernel, grid, kwargs, info
+
+
+def _device() -> str:
+    return "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+
+
 def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
     """The worker's task: compile, check and time one candidate (see `objectives._isolate`).
 
@@ -124,33 +183,58 @@ def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[s
     ``wrong_result``; an error while running (an illegal address, say) is left to escape, so the
     isolated worker reports ``crash`` and replaces itself.
     """
-    global _candidates
-    import torch
-
-    _candidates += 1
     desc = KernelDescription.model_validate(payload["description"])
-    params = payload["params"]
-    interpret = os.environ.get("TRITON_INTERPRET") == "1"
-    device = "cpu" if interpret else "cuda"
+    device = _device()
     install_allocator(device)
-    t0 = time.perf_counter()
-    try:
-        kernel, grid, kwargs = _prepare(desc, params, payload["controls"])
-    except Exception as exc:  # a bad source, control or grid is this candidate's fault only
-        return {"status": "compile_error", "time_ms": math.nan, "error": _short(exc)}
-    info: dict[str, Any] = {}
-    if not interpret:
-        # Compile ahead of the first launch so that compile time and failures are measured alone.
-        probe = [torch.empty(0, dtype=getattr(torch, s.dtype), device=device) for s in desc.inputs]
-        try:
-            compiled = kernel.warmup(*probe, grid=grid, **kwargs)
-            compiled._init_handles()  # loads the module: fails here on too much shared memory
-        except Exception as exc:
-            return {"status": "compile_error", "time_ms": math.nan, "error": _short(exc)}
-        info = {"n_regs": compiled.n_regs, "n_spills": compiled.n_spills}
-        info["shared_bytes"] = compiled.metadata.shared
-    info["compile_s"] = time.perf_counter() - t0
+    compiled = _compile(desc, payload["params"], payload["controls"], device=device, load=True)
+    if isinstance(compiled, dict):
+        return compiled
     progress("compiled")
+    return _check_and_time(desc, payload, compiled, device=device, progress=progress)
+
+
+def compile_candidate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """The compile stage's task (`objectives._stages`): compile one candidate into Triton's
+    on-disk cache, with nothing launched, and return its compile statistics."""
+    desc = KernelDescription.model_validate(payload["description"])
+    compiled = _compile(desc, payload["params"], payload["controls"], device=_device(), load=False)
+    if isinstance(compiled, dict):
+        return compiled
+    progress("compiled")
+    return {"status": "ok", **compiled[3]}
+
+
+def benchmark_candidate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """The benchmark stage's task, in a GPU's persistent worker: load the candidate compiled
+    by `compile_candidate` (from the on-disk cache), check it and time it.
+
+    Returns:
+        `evaluate`'s result, with ``load_s`` (seconds loading the compiled kernel) in place of
+        ``compile_s``, which the compile stage reports.
+    """
+    desc = KernelDescription.model_validate(payload["description"])
+    device = _device()
+    install_allocator(device)
+    compiled = _compile(desc, payload["params"], payload["controls"], device=device, load=True)
+    if isinstance(compiled, dict):
+        return compiled
+    progress("compiled")
+    info = compiled[3]
+    info["load_s"] = info.pop("compile_s")
+    return _check_and_time(desc, payload, compiled, device=device, progress=progress)
+
+
+def _check_and_time(
+    desc: KernelDescription,
+    payload: dict[str, Any],
+    compiled: tuple[Any, tuple[int, ...], dict[str, Any], dict[str, Any]],
+    *,
+    device: str,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    global _candidates
+    _candidates += 1
+    kernel, grid, kwargs, info = compiled
 
     def launch(tensors: Mapping[str, Any]) -> None:
         kernel[grid](*tensors.values(), **kwargs)

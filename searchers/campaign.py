@@ -41,9 +41,9 @@ from ciq_tune.tracking import ensure_experiment
 from ciq_tune.tracking import sqlite_uri
 from objectives import load_description
 from objectives import make_search_space
-from objectives import make_trainable
 from objectives import starting_points
 from objectives._stages import Benchmarker
+from searchers.kernel_search import kernel_trainable
 from searchers.kernel_search import kernel_tuner
 from searchers.kernel_search import placement_on_cluster
 from searchers.kernel_search import start_benchmark_pool
@@ -252,7 +252,7 @@ def _objective(
     the whole Ray job, so two searches' trainables of one name would replace each other (and
     the dashboard shows trial actors by this name)."""
     if spec.objective is None:
-        inner = make_trainable(desc, benchmark=benchmark)
+        inner = kernel_trainable(desc, benchmark=benchmark)
     else:
         module, _, function = spec.objective.partition(":")
         factory: Callable[[Any], Any] = getattr(importlib.import_module(module), function)

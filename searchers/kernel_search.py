@@ -27,8 +27,8 @@ from ciq_tune.validation.noise_aware import PATIENCE
 from objectives import STAGED_KINDS
 from objectives import benchmark_worker_setup
 from objectives import make_trainable
-from objectives._stages import Benchmarker
 from objectives import measurement_is_exact
+from objectives._stages import Benchmarker
 from objectives.description import KernelDescription
 from searchers.benchmark_pool import BenchmarkPool
 from searchers.compileiq_searcher import CompileIQSearcher
@@ -46,9 +46,7 @@ def logged_trainable(
     trials and their actors after the description. `benchmark`: see
     `objectives.make_trainable`.
     """
-    printed = functools.partial(
-        _printed_trial, make_trainable(description, benchmark=benchmark)
-    )
+    printed = functools.partial(_printed_trial, make_trainable(description, benchmark=benchmark))
     printed.__name__ = description.name  # type: ignore[attr-defined]
     return printed
 

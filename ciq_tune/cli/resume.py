@@ -80,9 +80,7 @@ def _resume(args: argparse.Namespace) -> int:
         placement = place_trials(
             desc.kind, settings.get("trials_per_gpu", 1), staged=pool is not None
         )
-        trainable = tune.with_resources(
-            kernel_trainable(desc, benchmark=pool), placement.resources
-        )
+        trainable = tune.with_resources(kernel_trainable(desc, benchmark=pool), placement.resources)
         with graceful_interrupt() as interrupt:
             grid = tune.Tuner.restore(str(experiment), trainable).fit()
         searcher = CompileIQSearcher()

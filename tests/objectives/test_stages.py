@@ -91,13 +91,13 @@ def _scale(tmp_path: Path, reference: str = "2.0 * x"):
 
 
 def test_triton_candidates_compile_in_the_trial_and_run_in_the_benchmark_worker(tmp_path):
-    trainable = make_trainable(_scale(tmp_path), print_trials=False, benchmark=benchmark_here)
+    trainable = make_trainable(_scale(tmp_path), benchmark=benchmark_here)
     result = trainable({"params": {"BLOCK": 128}})
     assert result["status"] == "ok" and math.isfinite(result["time_ms"])
     assert result["timer"] == "host" and "compile_s" in result and "load_s" in result
-    wrong = make_trainable(
-        _scale(tmp_path, reference="3.0 * x"), print_trials=False, benchmark=benchmark_here
-    )({"params": {"BLOCK": 256}})
+    wrong = make_trainable(_scale(tmp_path, reference="3.0 * x"), benchmark=benchmark_here)(
+        {"params": {"BLOCK": 256}}
+    )
     assert wrong["status"] == "wrong_result" and math.isnan(wrong["time_ms"])
 
 

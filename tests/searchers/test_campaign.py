@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import ray
 import yaml
 
 from searchers.campaign import CampaignConfig
@@ -19,13 +18,6 @@ from searchers.campaign import search_names
 ROOT = Path(__file__).resolve().parents[2]
 SPILL = ROOT / "examples/kernels/ptx/spill.yaml"
 FAULTS = "tests.searchers.campaign_faults"
-
-
-@pytest.fixture(scope="module")
-def ray_cpus():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def _scale(tmp_path: Path) -> Path:
@@ -53,7 +45,7 @@ def test_search_names_are_unique_and_safe():
 
 
 @pytest.mark.slow
-def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(ray_cpus, tmp_path):
+def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(ray_cluster, tmp_path):
     searches = [
         SearchSpec(description=SPILL, budget=4, seed=0, name="good-a"),
         SearchSpec(description=SPILL, budget=4, seed=1, name="good-b"),
@@ -97,7 +89,7 @@ def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(ray_cp
 
 
 @pytest.mark.slow
-def test_triton_searches_compile_in_trials_and_share_one_benchmark_server(ray_cpus, tmp_path):
+def test_triton_searches_compile_in_trials_and_share_one_benchmark_server(ray_cluster, tmp_path):
     searches = [
         SearchSpec(description=_scale(tmp_path), budget=3, name="scale-a"),
         SearchSpec(description=_scale(tmp_path), budget=3, seed=1, name="scale-b"),
@@ -105,9 +97,10 @@ def test_triton_searches_compile_in_trials_and_share_one_benchmark_server(ray_cp
     config = CampaignConfig(out=tmp_path / "out", benchmark="per-gpu", tracking="none")
     rows = run_campaign(searches, config)
     assert [(r["status"], r["ok"]) for r in rows] == [("done", 3), ("done", 3)], rows
-    # No GPU here: one server ran Triton's interpreter for every candidate of both searches.
+    # No GPU here: one server ran Triton's interpreter for every candidate of both searches
+    # (and for the extra rounds that confirm a candidate within noise of the best).
     servers = json.loads((tmp_path / "out/benchmark_servers.json").read_text())
-    assert len(servers) == 1 and servers[0]["served"] == 6
+    assert len(servers) == 1 and servers[0]["served"] >= 6
     throughput = json.loads((tmp_path / "out/scale-a/throughput.json").read_text())
     assert throughput["evaluations"] == 3 and throughput["mean_s"]["compile_s"] > 0
 
