@@ -31,11 +31,20 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=0.3, help="share of faulty trials")
     parser.add_argument("--skip-kill", action="store_true", help="no kill-and-restore runs")
     parser.add_argument(
+        "--leak-only", action="store_true", help="only the worker-recycling curve (no Ray)"
+    )
+    parser.add_argument(
         "--reuse-actors",
         action="store_true",
         help="Tune's reuse_actors (faster; a leak then accumulates in one worker)",
     )
     args = parser.parse_args()
+    if args.leak_only:
+        curves = {str(limit): leak_curve(8, limit) for limit in (None, 1000.0)}
+        args.out.write_text(json.dumps(curves, indent=2) + "\n")
+        for limit, rows in curves.items():
+            print(f"max_rss_mb={limit}: " + " ".join(f"{r['rss_mb']}" for r in rows))
+        return 0
     import ray
 
     runs: list[dict[str, Any]] = []
@@ -83,6 +92,30 @@ def main() -> int:
             print(json.dumps(record), flush=True)
     args.out.write_text(json.dumps({"runs": runs, "kills": kills}, indent=2) + "\n")
     return 0
+
+
+def leak_curve(tasks: int, max_rss_mb: float | None) -> list[dict[str, Any]]:
+    """RSS of an isolated worker after each task of one that keeps 200 MB more alive each time
+    (`tests.objectives.isolate_targets.leak`), with and without the memory limit."""
+    from objectives._isolate import IsolatedWorker
+
+    worker = IsolatedWorker(max_rss_mb=max_rss_mb, max_tasks=None)
+    rows = []
+    try:
+        for _ in range(tasks):
+            result = worker.run(
+                "tests.objectives.isolate_targets:leak", 200, compile_timeout_s=60, run_timeout_s=60
+            )
+            rows.append(
+                {
+                    "pid": result["pid"],
+                    "rss_mb": round(result["rss_mb"]),
+                    "recycled": result.get("worker_recycled"),
+                }
+            )
+    finally:
+        worker.close()
+    return rows
 
 
 def _row(s: dict[str, Any]) -> str:
