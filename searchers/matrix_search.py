@@ -186,6 +186,7 @@ def _transfer_back(
     (those tuned after it, mostly): transfer in both directions, `TRANSFER_BACK` evaluations
     at most per bucket. Each evaluation joins the bucket's results (origin ``transfer``)."""
     winners = [(b.group, b.best()) for b in searched]
+    planned = []
     for bucket in searched:
         seen = [r.config for r in bucket.results.records]
         others = [(g, c) for g, c in winners if g is not bucket.group and c not in seen]
@@ -194,13 +195,17 @@ def _transfer_back(
             for c in transfer_points(bucket.group, others, limit=len(others))
             if _in_space(bucket.space, c)
         ][:TRANSFER_BACK]
-        if not configs:
-            continue
-        trainable = make_group_trainable(
-            desc, bucket.group, bucket.baselines, make_trainable=_quiet
-        )
-        results = _remote(gpus, _evaluate_all, trainable, configs)
-        log(f"bucket {bucket.group.label()}: {len(configs)} winners of neighbours evaluated")
+        if configs:
+            trainable = make_group_trainable(
+                desc, bucket.group, bucket.baselines, make_trainable=_quiet
+            )
+            planned.append((bucket, trainable, configs))
+    if not planned:
+        return
+    # One task for all buckets: its isolated benchmark worker starts once (~5 s on a GPU).
+    outcomes = _remote(gpus, _evaluate_all, [(t, c) for _, t, c in planned])
+    log(f"transfer back: {sum(len(c) for _, _, c in planned)} winners of neighbours evaluated")
+    for (bucket, _, configs), results in zip(planned, outcomes, strict=True):
         records = list(bucket.results.records)
         for config, result in zip(configs, results, strict=True):
             bucket.rows.append((config, result))
@@ -233,9 +238,10 @@ def _in_space(space: SearchSpace, config: dict[str, Any]) -> bool:
 
 
 def _evaluate_all(
-    trainable: Callable[[dict[str, Any]], dict[str, Any]], configs: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    return [trainable(config) for config in configs]
+    work: list[tuple[Callable[[dict[str, Any]], dict[str, Any]], list[dict[str, Any]]]],
+) -> list[list[dict[str, Any]]]:
+    """Each trainable's results on its configurations, in order."""
+    return [[trainable(config) for config in configs] for trainable, configs in work]
 
 
 def _outcome(
