@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -291,8 +292,10 @@ class IsolatedWorker:
             proc.wait()
 
 
+# Warm workers by (env, preload, max_tasks, max_rss_mb, calling thread).
 _WORKERS: dict[
-    tuple[tuple[tuple[str, str], ...], tuple[str, ...], int | None, float | None], IsolatedWorker
+    tuple[tuple[tuple[str, str], ...], tuple[str, ...], int | None, float | None, int],
+    IsolatedWorker,
 ] = {}
 
 
@@ -307,10 +310,11 @@ def run_isolated(
     max_tasks: int | None = DEFAULT_MAX_TASKS,
     max_rss_mb: float | None = DEFAULT_MAX_RSS_MB,
 ) -> dict[str, Any]:
-    """Run a task in this process's warm worker for `env` (started on first use).
+    """Run a task in this thread's warm worker for `env` (started on first use).
 
     The worker is keyed by `env`, `preload` and ``CUDA_VISIBLE_DEVICES``, so a Ray actor reused
-    for a trial on another GPU gets a worker that sees that GPU.
+    for a trial on another GPU gets a worker that sees that GPU, and by the calling thread,
+    since a worker runs one task at a time (the compat API's local runner calls from a pool).
 
     Args:
         target: ``"package.module:function"`` of the task.
@@ -329,7 +333,8 @@ def run_isolated(
     full_env.setdefault("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     if not full_env["CUDA_VISIBLE_DEVICES"]:
         del full_env["CUDA_VISIBLE_DEVICES"]
-    key = (tuple(sorted(full_env.items())), preload, max_tasks, max_rss_mb)
+    thread = threading.get_ident()
+    key = (tuple(sorted(full_env.items())), preload, max_tasks, max_rss_mb, thread)
     worker = _WORKERS.get(key)
     if worker is None:
         worker = _WORKERS[key] = IsolatedWorker(
