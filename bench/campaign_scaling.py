@@ -106,9 +106,12 @@ def run_once(args: argparse.Namespace, gpus: int, mode: str) -> dict[str, Any]:
         if (config.out / r["name"] / "throughput.json").is_file()
     ]
     servers = config.out / "benchmark_servers.json"
+    timing = json.loads((config.out / "campaign_timing.json").read_text())
     for r in rows:
         print(f"    {r['name']}: {r['status']}, {r.get('evaluations')}/{r['budget']} evaluations")
     return {
+        "searches_wall_s": timing["searches_wall_s"],
+        "evals_per_s_after_first": timing["evals_per_s_after_first"],
         "gpus": gpus,
         "mode": mode,
         "searches": len(rows),
@@ -186,20 +189,28 @@ def main() -> None:
                 r = runs[-1]
                 print(
                     f"  {r['evaluations']} evaluations in {r['wall_s']:.1f} s = "
-                    f"{r['evals_per_s']:.2f}/s, NVML busy {_busy(r)}, statuses {r['statuses']}",
+                    f"{r['evals_per_s']:.2f}/s ({r['evals_per_s_after_first']} after the first), "
+                    f"NVML busy {_busy(r)}, statuses {r['statuses']}",
                     flush=True,
                 )
     base = {r["mode"]: r for r in runs if r["gpus"] == min(args.gpus)}
-    print("| mode | GPUs | searches | evaluations | s | evals/min | efficiency | NVML busy % |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| mode | GPUs | searches | evaluations | s | evals/min | efficiency | evals/min after "
+        "the first | efficiency after the first | NVML busy % |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in runs:
         b = base.get(r["mode"])
-        eff = r["evals_per_min"] / (max(r["gpus"], 1) * b["evals_per_min"]) if b else None
-        r["efficiency"] = eff
+        k = max(r["gpus"], 1)
+        eff = r["evals_per_min"] / (k * b["evals_per_min"]) if b else None
+        steady = 60 * r["evals_per_s_after_first"] if r["evals_per_s_after_first"] else None
+        b_steady = 60 * b["evals_per_s_after_first"] if b and b["evals_per_s_after_first"] else None
+        eff_steady = steady / (k * b_steady) if steady and b_steady else None
+        r["efficiency"], r["efficiency_after_first"] = eff, eff_steady
         print(
             f"| {r['mode']} | {r['gpus']} | {r['searches']} | {r['evaluations']} | "
-            f"{r['wall_s']:.1f} | {r['evals_per_min']:.1f} | "
-            f"{'-' if eff is None else f'{eff:.2f}'} | {_busy(r)} |"
+            f"{r['wall_s']:.1f} | {r['evals_per_min']:.1f} | {_fmt(eff)} | {_fmt(steady, 1)} | "
+            f"{_fmt(eff_steady)} | {_busy(r)} |"
         )
     report: dict[str, Any] = {"runs": runs}
     if args.remeasure:
@@ -229,6 +240,10 @@ def remeasure_bests(description: Path, runs: list[dict[str, Any]]) -> dict[str, 
     return remeasure(
         desc, variants, rounds=10, warmup_rounds=2, device="cuda", reference="baseline"
     )
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def _busy(run: dict[str, Any]) -> list[float]:

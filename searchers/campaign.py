@@ -230,8 +230,13 @@ class ProgressBoard:
         self._rows: dict[str, dict[str, Any]] = {
             name: {"done": 0, "failed": 0, "best": None} for name in modes
         }
+        self._first: float | None = None
+        self._last: float | None = None
 
     def update(self, name: str, status: str | None, value: float | None) -> None:
+        now = time.time()
+        self._first = now if self._first is None else self._first
+        self._last = now
         row = self._rows[name]
         row["done"] += 1
         if status != "ok" or not isinstance(value, int | float) or not math.isfinite(value):
@@ -243,6 +248,15 @@ class ProgressBoard:
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         return {name: dict(row) for name, row in self._rows.items()}
+
+    def rate_after_first(self) -> float | None:
+        """Evaluations per second from the campaign's first finished evaluation to its last
+        (the steady rate, without starting Ray workers, servers and drivers); None before two
+        evaluations a second apart."""
+        done = sum(row["done"] for row in self._rows.values())
+        if self._first is None or self._last is None or self._last - self._first < 1:
+            return None
+        return (done - 1) / (self._last - self._first)
 
 
 def _objective(
@@ -379,7 +393,7 @@ def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list
     if config.tracking == "mlflow":
         # Created here, once: searches that each found no store would race to create it.
         ensure_experiment(sqlite_uri(out), config.name, out / ARTIFACTS_DIR)
-    progress = (
+    progress: Any = (
         ray.remote(ProgressBoard)
         .options(num_cpus=0)
         .remote({n: d.mode for n, d in zip(names, descs, strict=True)})
@@ -396,7 +410,13 @@ def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list
         ): name
         for spec, name, use_pool in zip(searches, names, staged, strict=True)
     }
+    submitted = time.perf_counter()
     rows = _collect(refs, searches, names, config, progress)
+    timing = {
+        "searches_wall_s": time.perf_counter() - submitted,
+        "evals_per_s_after_first": ray.get(progress.rate_after_first.remote()),
+    }
+    (out / "campaign_timing.json").write_text(json.dumps(timing, indent=1))
     if pool is not None:
         (out / "benchmark_servers.json").write_text(json.dumps(pool.stats(), indent=1))
         pool.shutdown()
