@@ -166,8 +166,10 @@ def _compile(
                 compiled._init_handles()
         except Exception as exc:
             return {"status": "compile_error", "time_ms": math.nan, "error": _short(exc)}
-        info = {"n_regs": compiled.n_regs, "n_spills": compiled.n_spills}
-        info["shared_bytes"] = compiled.metadata.shared
+        info = {"shared_bytes": compiled.metadata.shared}
+        if load:
+            # Loading the module sets the register and spill counts.
+            info.update(n_regs=compiled.n_regs, n_spills=compiled.n_spills)
     info["compile_s"] = time.perf_counter() - t0
     return kernel, grid, kwargs, info
 
