@@ -165,6 +165,25 @@ def run_kernel(name: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def record_noise(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The default configuration re-measured against a second copy of itself, interleaved."""
+    from objectives import make_search_space
+    from objectives import starting_points
+    from objectives.remeasure import remeasure
+
+    desc = on_this_gpu(REPO / KERNELS[name][0], DRY_SIZES[name] if args.dry_run else None)
+    default = starting_points(desc, make_search_space(desc))[0]
+    record = remeasure(
+        desc,
+        {"default": default, "default_again": default},
+        rounds=args.rounds,
+        warmup_rounds=3,
+        device="cpu" if args.dry_run else "cuda",
+        reference="default",
+    )
+    return {"kernel": name, "sizes": desc.sizes, "remeasure": record}
+
+
 def summarize(
     search_value: dict[str, float], remeasured: dict[str, Any], verified: dict[str, Any]
 ) -> dict[str, Any]:
@@ -255,6 +274,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"on a CPU: Triton's interpreter at tiny sizes ({', '.join(DRY_SIZES)} only)",
     )
     parser.add_argument("--num-cpus", type=int, help="CPUs of the local Ray (default: all)")
+    parser.add_argument(
+        "--noise-only",
+        action="store_true",
+        help="only record the default configuration against itself for --rounds rounds "
+        "(OUT/<kernel>_noise.json, for bench.validation_power --recorded); no search",
+    )
     args = parser.parse_args(argv)
     if args.dry_run:
         import os
@@ -275,6 +300,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             start = time.perf_counter()
             try:
+                if args.noise_only:
+                    noise = record_noise(name, args)
+                    (args.out / f"{name}_noise.json").write_text(json.dumps(noise, indent=1))
+                    print(f"{name}: {args.rounds} identical pairs recorded", flush=True)
+                    continue
                 record = run_kernel(name, args)
             except Exception as exc:  # one kernel's failure must not cost the others
                 import traceback

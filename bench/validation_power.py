@@ -119,21 +119,38 @@ def recorded_pairs(paths: list[Path]) -> list[np.ndarray]:
 
 
 def replay(pool: np.ndarray, ratio: float, config: ValidationConfig, seed: int) -> bool:
-    """One validation on recorded pairs of identical configurations; True when KEPT."""
+    """One validation on recorded pairs of identical configurations; True when KEPT.
+
+    A pool at least as long as `config.repetitions` gives a block of consecutive rounds at a
+    random start (drift and serial correlation kept, no round used twice); a shorter pool is
+    resampled with replacement, which repeats rounds and makes every test overconfident.
+    """
     rng = np.random.default_rng(seed)
-    rows = pool[rng.integers(0, len(pool), size=config.repetitions)]
+    n = config.repetitions
+    if len(pool) >= n:
+        start = int(rng.integers(0, len(pool) - n + 1))
+        rows = pool[start : start + n]
+    else:
+        rows = pool[rng.integers(0, len(pool), size=n)]
     return compare_samples(
         rows[:, 0].tolist(), (rows[:, 1] / ratio).tolist(), config=config, measurement="interleaved"
     ).kept
 
 
-def replay_rates(paths: list[Path], trials: int, repetitions: list[int]) -> list[dict[str, Any]]:
+def replay_rates(
+    paths: list[Path], trials: int, repetitions: list[int], min_speedup: float = 1.0
+) -> list[dict[str, Any]]:
     """False-accept and false-reject rates per repetition count, trials spread over kernels."""
     pools = recorded_pairs(paths)
     rows = []
     for reps in repetitions:
-        config = ValidationConfig(repetitions=reps)
-        row: dict[str, Any] = {"scenario": "recorded", "repetitions": reps, "kernels": len(pools)}
+        config = ValidationConfig(repetitions=reps, min_speedup=min_speedup)
+        row: dict[str, Any] = {
+            "scenario": "recorded",
+            "repetitions": reps,
+            "min_speedup": min_speedup,
+            "kernels": len(pools),
+        }
         for label, ratio in (("false_accept", 1.0), ("false_reject", TRUE_SPEEDUP)):
             kept = sum(
                 replay(pools[seed % len(pools)], ratio, config, seed) for seed in range(trials)
@@ -144,7 +161,8 @@ def replay_rates(paths: list[Path], trials: int, repetitions: list[int]) -> list
         rows.append(row)
         fa, fr = row["false_accept"], row["false_reject"]
         print(
-            f"recorded ({len(pools)} kernels) n={reps:3d}  false accept {100 * fa['rate']:5.1f}% "
+            f"recorded ({len(pools)} kernels) n={reps:3d} min_speedup {min_speedup:g}  "
+            f"false accept {100 * fa['rate']:5.1f}% "
             f"[{100 * fa['ci_low']:.1f}, {100 * fa['ci_high']:.1f}]  false reject "
             f"{100 * fr['rate']:5.1f}% [{100 * fr['ci_low']:.1f}, {100 * fr['ci_high']:.1f}]",
             flush=True,
@@ -169,9 +187,15 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         help="replay the identical-configuration rounds of these bench.trust records instead",
     )
+    parser.add_argument(
+        "--min-speedup",
+        type=float,
+        default=ValidationConfig().min_speedup,
+        help="the CI's lower bound must exceed this (with --recorded; default %(default)s)",
+    )
     args = parser.parse_args(argv)
     if args.recorded:
-        rows = replay_rates(args.recorded, args.trials, args.repetitions)
+        rows = replay_rates(args.recorded, args.trials, args.repetitions, args.min_speedup)
         if args.out is not None:
             payload = {
                 "trials": args.trials,
