@@ -121,13 +121,14 @@ def recorded_pairs(paths: list[Path]) -> list[np.ndarray]:
 def replay(pool: np.ndarray, ratio: float, config: ValidationConfig, seed: int) -> bool:
     """One validation on recorded pairs of identical configurations; True when KEPT.
 
-    A pool at least as long as `config.repetitions` gives a block of consecutive rounds at a
-    random start (drift and serial correlation kept, no round used twice); a shorter pool is
-    resampled with replacement, which repeats rounds and makes every test overconfident.
+    A pool at least twice as long as `config.repetitions` gives a block of consecutive rounds at
+    a random start (drift and serial correlation kept, no round used twice); a shorter pool is
+    resampled with replacement, which repeats rounds and makes the tests overconfident, the
+    more so the closer the repetitions come to the pool's length.
     """
     rng = np.random.default_rng(seed)
     n = config.repetitions
-    if len(pool) >= n:
+    if len(pool) >= 2 * n:
         start = int(rng.integers(0, len(pool) - n + 1))
         rows = pool[start : start + n]
     else:
