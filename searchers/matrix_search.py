@@ -276,7 +276,12 @@ def _outcome(
 
 def _remote(gpus: int, fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)` in a Ray task holding a GPU (a timed kind on a GPU cluster)."""
-    return ray.get(ray.remote(num_cpus=1, num_gpus=gpus)(fn).remote(*args))
+    return ray.get(ray.remote(num_cpus=1, num_gpus=gpus)(_call).remote(fn, *args))
+
+
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    # ray.remote takes functions, not partials: the callable travels as an argument.
+    return fn(*args)
 
 
 def _baseline_values(

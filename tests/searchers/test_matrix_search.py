@@ -20,7 +20,7 @@ SHAPES = [
 ]
 
 
-def _description(tmp_path: Path) -> Path:
+def _description(tmp_path: Path, **overrides: object) -> Path:
     data = {
         "name": "row_scale",
         "kind": "triton",
@@ -38,6 +38,7 @@ def _description(tmp_path: Path) -> Path:
         "tolerance": {"atol": 1e-6, "rtol": 1e-6},
         "params": {"BLOCK": {"ordinal": [16, 32, 64]}},
         "controls": {"triton": {"include": ["num_warps"]}},
+        **overrides,
     }
     path = tmp_path / "row_scale.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -89,3 +90,33 @@ def test_three_shapes_tune_end_to_end_and_load_per_shape(
         )
         == 0
     )
+
+
+@pytest.mark.slow
+def test_one_configuration_for_the_matrix_is_validated_on_every_shape(
+    ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    shapes = [{"rows": 2, "n_cols": 16}, {"rows": 2, "n_cols": 64, "weight": 3}]
+    # The interpreter's host timings are noisy: a generous guard keeps candidates in play.
+    selection = {"mode": "one", "worst_shape_limit": 5.0}
+    description = _description(tmp_path, shapes=shapes, selection=selection)
+    out = tmp_path / "out"
+    args = ["--budget", "3", "--num-cpus", "2", "--tracking", "none", "--out", str(out)]
+    validate = ["--validate-top", "1", "--validate-repetitions", "5"]
+    assert main(["tune", str(description), *args, *validate]) == 0
+    data = yaml.safe_load((out / "row_scale.controls.yaml").read_text())
+    matrix = data["matrix"]
+    assert matrix["selection"]["mode"] == "one" and matrix["selection"]["key"] == []
+    (entry,) = matrix["entries"]
+    assert [s["weight"] for s in entry["shapes"]] == [1.0, 3.0]
+    assert all(s["baseline"] > 0 and s["best"] > 0 for s in entry["shapes"])
+    # The bucket's search ranked candidates by the relative geomean and re-measured the best
+    # against the baseline on both shapes.
+    assert entry["validation"]["outcome"] in ("kept", "baseline")
+    assert entry["validation"]["candidates"][0]["baseline"]["n"] == 5
+    tuned = load(out / "row_scale.controls.yaml")
+    assert tuned.config_for({"rows": 9, "n_cols": 999}) == {
+        "params": entry["params"],
+        "controls": entry["controls"],
+    }
