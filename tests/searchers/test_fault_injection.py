@@ -51,6 +51,7 @@ def test_isolated_hangs_leaks_and_crashes_end_on_time(tmp_path: Path, ray_cluste
         isolated=True,
         trial_timeout_s=limit,
         max_worker_rss_mb=600,
+        reuse_actors=True,  # one worker per actor serves many trials: leaks add up, spawns are few
         seed=2,
     )
     _assert_sound(summary)
