@@ -28,7 +28,9 @@ from typing import ClassVar
 from typing import Literal
 
 import numpy as np
+from pymoo.core.individual import Individual
 from pymoo.core.population import Population
+from pymoo.operators.crossover.ux import UniformCrossover
 
 from ciq_tune.engine.config import Budget
 from ciq_tune.engine.config import EngineConfig
@@ -36,7 +38,9 @@ from ciq_tune.engine.operators import FeasibilityRepair
 from ciq_tune.engine.operators import ParameterMutation
 from ciq_tune.engine.operators import SpaceProblem
 from ciq_tune.engine.operators import SpaceSampling
-from ciq_tune.engine.operators import UniformGeneCrossover
+from ciq_tune.engine.operators import duplicate_elimination
+from ciq_tune.engine.operators import rank_tournament
+from ciq_tune.engine.operators.duplicates.config_duplicates import config_key
 from ciq_tune.errors import EngineError
 from ciq_tune.errors import SpaceError
 from ciq_tune.errors import StateError
@@ -118,16 +122,20 @@ class Engine:
         self.problem = SpaceProblem(self.space, n_obj=len(self.objectives))
         gene_prob = config.mutation_prob or max(1.0 / len(self.space), 0.1)
         self.mutation = ParameterMutation(gene_prob)
-        self.crossover = UniformGeneCrossover(prob=config.crossover_prob)
+        self.crossover = UniformCrossover(prob=config.crossover_prob)
         self.repair = FeasibilityRepair(self.mutation)
         self.sampling = SpaceSampling()
+        self.selection = rank_tournament()
+        self.duplicates = duplicate_elimination(self.space)
 
         self.generation = 0
         self._next_id = 0
         self._queue: list[Candidate] = []
         self._pending: dict[int, Candidate] = {}
         self._records: list[EvaluationRecord] = []
-        self._seen: set[str] = set()
+        # Every configuration proposed so far (queued, out or told): duplicates are checked
+        # against it, not only against the population.
+        self._archive: list[Individual] = []
         self._population: list[EvaluationRecord] = []
         self._generation_ok = 0
         self._generation_created = 0
@@ -144,7 +152,9 @@ class Engine:
     # -- public API ----------------------------------------------------------------------------
     def ask(self) -> Candidate | None:
         """The next candidate to evaluate, or None when the engine must wait for results (only
-        while candidates are out) or the budget is spent (then `finished` once all are told)."""
+        while candidates are out) or the budget is spent (then `finished` once all are told).
+
+        Invariant: when `finished` is False and no candidate is out, `ask()` returns one."""
         if self.stop_reason is not None:
             return None
         if not self._queue and not self._exhausted:
@@ -200,20 +210,23 @@ class Engine:
             self._generation_ok += 1
         if self.config.steady_state:
             self._tell_steady(record)
+        self._advance()
         return record
 
     @property
     def finished(self) -> bool:
-        """True once the budget is spent (or the space exhausted) and nothing is out.
+        """True once the budget is spent (or the space exhausted) and nothing is out. A pure
+        query: the state changes in `tell` (which closes a completed generation) and `ask`."""
+        return self.stop_reason is not None and not self._pending
 
-        When nothing is out, this closes a completed generation first, so that `ask()` returns
-        a candidate whenever `finished` is False and no candidate is pending.
-        """
-        if not self._pending and not self._queue and self.stop_reason is None:
+    def _advance(self) -> None:
+        """With nothing out and nothing queued, close the completed generation and breed the
+        next one now (or note that the space is exhausted), so that `finished` can be read
+        without changing anything and `ask()` has a candidate whenever it is False."""
+        if self._started and not self._pending and not self._queue and self.stop_reason is None:
             self._refill_queue()
             if not self._queue and self.stop_reason is None:  # nothing new could be made
                 self._exhausted = True
-        return self.stop_reason is not None and not self._pending
 
     @property
     def stop_reason(self) -> str | None:
@@ -321,12 +334,13 @@ class Engine:
         self._records = [EvaluationRecord.from_json(r) for r in state["records"]]
         by_id = {r.candidate_id: r for r in self._records}
         self._population = [by_id[i] for i in state["population"]]
-        self._seen = {r.key for r in self._records}
+        proposed = [(r.genes, r.key) for r in self._records]
+        proposed += [(c.genes, c.key) for c in [*self._queue, *self._pending.values()]]
+        self._archive = [_individual(genes, key) for genes, key in proposed]
         self._front = []
         for record in self._records:
             if record.ok:
                 self._is_improvement(record)
-        self._seen.update(c.key for c in [*self._queue, *self._pending.values()])
         self._generation_ok = state["generation_ok"]
         self._generation_created = state["generation_created"]
         self._refills = state["refills"]
@@ -402,12 +416,7 @@ class Engine:
 
     def _offspring(self, n: int) -> list[Candidate]:
         """`n` new, feasible, never-seen children of tournament-selected parents."""
-        n_matings = math.ceil(n / 2)
-        ranks = self._parent_ranks(self._population)
-        parents = np.array([[self._tournament(ranks) for _ in range(2)] for _ in range(n_matings)])
-        pop = Population.new("X", np.array([list(r.genes) for r in self._population], dtype=object))
-        children = self.crossover.do(self.problem, pop, parents, random_state=self.rng)
-        children = self.mutation.do(self.problem, children, random_state=self.rng)
+        children = self._children(math.ceil(n / 2))
         children = self.repair.do(self.problem, children, random_state=self.rng)
         out: list[Candidate] = []
         for genes in children.get("X")[:n]:
@@ -419,13 +428,13 @@ class Engine:
 
     def _unique_child(self, genes: Genes) -> Candidate | None:
         """The child itself if unseen, else further mutations of it, else a random candidate."""
-        row = np.array([list(genes)], dtype=object)
+        pop = Population.new("X", np.array([list(genes)], dtype=object))
         for _ in range(UNIQUE_CHILD_TRIES):
-            candidate = self._make_candidate(tuple(row[0]), "offspring")
+            candidate = self._make_candidate(tuple(pop[0].X), "offspring")
             if candidate is not None:
                 return candidate
-            row = self.mutation._do(self.problem, row, random_state=self.rng)
-            row = self.repair._do(self.problem, row, random_state=self.rng)
+            pop = self.mutation.do(self.problem, pop, random_state=self.rng)
+            pop = self.repair.do(self.problem, pop, random_state=self.rng)
         randoms = self._random_candidates(1)
         return randoms[0] if randoms else None
 
@@ -458,10 +467,12 @@ class Engine:
 
     def _make_candidate(self, genes: Genes, origin: str) -> Candidate | None:
         """A new candidate, or None if its configuration was already proposed."""
-        key = self.space.key(genes)
-        if key in self._seen:
+        individual = _individual(genes)
+        new = self.duplicates.do(Population.create(individual), self._archive_population())
+        if len(new) == 0:
             return None
-        self._seen.add(key)
+        self._archive.append(individual)
+        key = config_key(self.space, individual)
         candidate = Candidate(
             id=self._next_id,
             config=self.space.decode(genes),
@@ -473,10 +484,29 @@ class Engine:
         self._next_id += 1
         return candidate
 
-    def _tournament(self, ranks: np.ndarray) -> int:
-        """Binary tournament: the better-ranked of two random survivors."""
-        a, b = self.rng.integers(len(ranks), size=2)
-        return int(a if ranks[a] <= ranks[b] else b)
+    def _children(self, n_matings: int) -> Population:
+        """Mutated uniform-crossover children of tournament-selected survivors (2 per mating;
+        pymoo's `TournamentSelection`, `UniformCrossover` and our mutation, by their `do`)."""
+        if n_matings <= 0:
+            return Population.empty()
+        pop = Population.new("X", np.array([list(r.genes) for r in self._population], dtype=object))
+        pop.set("rank", self._parent_ranks(self._population))
+        parents = self.selection.do(
+            self.problem, pop, n_matings, 2, to_pop=False, random_state=self.rng
+        )
+        children = self.crossover.do(self.problem, pop, parents, random_state=self.rng)
+        return self.mutation.do(self.problem, children, random_state=self.rng)
+
+    def _new_genes(self, rows: Sequence[Genes]) -> list[Genes]:
+        """The feasible rows that are neither duplicates of each other nor of the archive."""
+        feasible = [_individual(g) for g in rows if self.space.is_feasible(tuple(g))]
+        if not feasible:
+            return []
+        new = self.duplicates.do(Population.create(*feasible), self._archive_population())
+        return [tuple(individual.X) for individual in new]
+
+    def _archive_population(self) -> Population:
+        return Population.create(*self._archive) if self._archive else Population.empty()
 
     def _n_survivors(self) -> int:
         return self.config.survivors or self.config.pool_size
@@ -571,6 +601,13 @@ def _objectives(objectives: Sequence[Objective | str]) -> list[Objective]:
 def _plain(gene: Any) -> Any:
     """numpy scalars → Python scalars, so that state and records are JSON-safe."""
     return gene.item() if isinstance(gene, np.generic) else gene
+
+
+def _individual(genes: Genes, key: str | None = None) -> Individual:
+    individual = Individual(X=np.array(list(genes), dtype=object))
+    if key is not None:
+        individual.set("key", key)
+    return individual
 
 
 def _candidate_to_json(candidate: Candidate) -> dict[str, Any]:

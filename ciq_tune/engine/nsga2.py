@@ -10,6 +10,7 @@ from typing import Any
 from typing import ClassVar
 
 import numpy as np
+from pydantic import Field
 from pymoo.operators.survival.rank_and_crowding import RankAndCrowding
 
 from ciq_tune.engine.base import Engine
@@ -22,7 +23,7 @@ NSGA2_DEFAULTS: dict[str, Any] = {"pool_size": 24, "crossover_prob": 0.9}
 class NSGA2Config(EngineConfig):
     """Settings of `NSGA2` (see `EngineConfig`); defaults in `NSGA2_DEFAULTS`."""
 
-    pool_size: int = NSGA2_DEFAULTS["pool_size"]
+    pool_size: int = Field(default=NSGA2_DEFAULTS["pool_size"], ge=2)
 
 
 class NSGA2(Engine):

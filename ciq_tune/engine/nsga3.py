@@ -21,6 +21,8 @@ from ciq_tune.engine.nsga2 import NSGA2
 from ciq_tune.errors import EngineError
 from ciq_tune.results import EvaluationRecord
 
+NSGA3_DEFAULTS: dict[str, Any] = {"pool_size": 24}
+
 
 class NSGA3Config(EngineConfig):
     """Settings of `NSGA3` (see `EngineConfig`).
@@ -30,7 +32,7 @@ class NSGA3Config(EngineConfig):
             each row summing to 1; None for Das-Dennis directions sized to `pool_size`.
     """
 
-    pool_size: int = 24
+    pool_size: int = Field(default=NSGA3_DEFAULTS["pool_size"], ge=2)
     ref_dirs: list[list[float]] | None = Field(default=None, min_length=1)
 
 

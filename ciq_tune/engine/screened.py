@@ -1,17 +1,34 @@
-"""Screened GA: GA variation whose children are screened by a TPE-style density-ratio model.
+"""Screened search, the default for one objective: many cheap proposals, a density-ratio
+model picks the few that are evaluated.
 
-Each generation draws many feasible, unseen candidates (children of the elite by crossover and
-mutation, local moves around the elite, uniform random ones) and keeps the `pool_size` with the
-highest ratio l(x)/g(x), where l and g are Parzen densities over the good (top `gamma`) and the
-other evaluations, failures counted among the others (Bergstra et al., NeurIPS 2011, "Algorithms
-for hyper-parameter optimization", eqs. 2-4; product of per-parameter kernels as in Optuna's
-univariate TPE). Only screened candidates are evaluated, so evaluations go where the model
-expects the optimum, while every proposal still respects the space's constraints.
+Each generation draws `screen_factor` x `pool_size` feasible, never-proposed candidates from
+three sources: pattern-search moves around the elite at random scales (`PatternMove`: coarse
+and fine steps for ordered values), uniform-crossover children of the population, and uniform
+random configurations. It evaluates the `pool_size` with the highest ratio l(x)/g(x), where l
+and g are Parzen densities (`engine/parzen.py`) over the good evaluations (the best `gamma`
+share, at most `max_good`) and all the others, failures included, so that failed regions score
+low (tree-structured Parzen estimator, Bergstra et al., NeurIPS 2011, eqs. 2-4; the ratio as a
+classifier of "good or not" over pattern moves follows Helion's `LFBOTreeSearch`, after Song
+et al., ICML 2022, "A general recipe for likelihood-free Bayesian optimization").
+
+In a space with a wide parameter (more than `WIDE_VALUES` values, or continuous), a
+`polish_share` of each generation polishes the best configuration inside a trust region
+(Eriksson et al., NeurIPS 2019, TuRBO): pattern moves no longer than `reach` x each range,
+screened by the same model. The reach doubles after two generations that improve the best and
+halves after two that do not; below `MIN_REACH` the region restarts at `MAX_REACH`. The model's
+kernels are as wide as a share of the range (they generalise across a wide range), so it cannot
+tell one step from the next near the optimum; the shrinking reach does (a 1000-value range is
+resolved to one step in about ten halvings).
+
+After `explore_after` generations without a new best, a binomial `explore_share` of each
+generation is evaluated unscreened: the model only passes candidates near the basin it
+believes in, and only unscreened evaluations can find another one (restart from stagnation).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 from typing import ClassVar
 
@@ -22,7 +39,22 @@ from pymoo.core.population import Population
 from ciq_tune.engine.base import Candidate
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.ga import GA
+from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
+from ciq_tune.engine.parzen import ParzenEstimator
+from ciq_tune.results import EvaluationRecord
 from ciq_tune.space.space import Genes
+
+# Trust region of the polishing moves, as a fraction of each range: its start (and restart)
+# and the size below which it has converged (a step of a 1000-value range).
+MAX_REACH = 0.5
+MIN_REACH = 1e-3
+# Generations in a row that improve (or do not improve) the best before the reach doubles (or
+# halves): TuRBO's success and failure tolerances.
+REACH_PATIENCE = 2
+# A parameter with more values than this (or a continuous one) is wide: one step of it is
+# narrower than the model's kernels, so spaces with one are polished (short lists are not: on
+# the recorded kernel spaces polishing costs evaluations the model spends better).
+WIDE_VALUES = 32
 
 SCREENED_DEFAULTS: dict[str, Any] = {
     "pool_size": 4,
@@ -31,16 +63,12 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "screen_factor": 32,
     "random_share": 0.25,
     "local_share": 0.5,
+    "bandwidth": 0.2,
+    "multivariate": True,
+    "polish_share": 0.5,
     "explore_after": 8,
     "explore_share": 0.25,
 }
-# Weight of the uniform prior in each per-parameter density (in observations), so that values
-# never seen keep a non-zero density (Optuna's `prior_weight`).
-PRIOR_WEIGHT = 1.0
-# Kernel width of an ordered parameter, in steps between neighbouring values.
-ORDINAL_BANDWIDTH_STEPS = 1.0
-# Kernel weight a categorical value gives to a different value.
-CATEGORICAL_MISMATCH = 0.05
 
 
 class ScreenedGAConfig(EngineConfig):
@@ -51,11 +79,14 @@ class ScreenedGAConfig(EngineConfig):
         max_good: at most this many evaluations form l(x) (Optuna's gamma cap of 25).
         screen_factor: candidates drawn per candidate kept.
         random_share: share of drawn candidates that are uniform random (exploration).
-        local_share: share of drawn candidates that are mutations of the elite (polish);
-            the rest are crossover children.
+        local_share: share of drawn candidates that are pattern moves around the elite; the
+            rest are crossover children of the population.
+        bandwidth: kernel width of ordered parameters at one observation, as a fraction of
+            the range (`engine/parzen.py`).
+        multivariate: one product kernel per observation instead of independent parameters.
+        polish_share: share of each generation spent on trust-region moves around the best.
         explore_after: generations without a new best after which part of each generation is
-            evaluated unscreened (uniform random): the model stops proposing outside the basin
-            it believes in, so only unscreened evaluations can find another one.
+            evaluated unscreened.
         explore_share: share of each generation drawn unscreened while stagnating.
     """
 
@@ -65,15 +96,72 @@ class ScreenedGAConfig(EngineConfig):
     screen_factor: int = Field(default=SCREENED_DEFAULTS["screen_factor"], ge=1)
     random_share: float = Field(default=SCREENED_DEFAULTS["random_share"], ge=0, le=1)
     local_share: float = Field(default=SCREENED_DEFAULTS["local_share"], ge=0, le=1)
+    bandwidth: float = Field(default=SCREENED_DEFAULTS["bandwidth"], gt=0, le=1)
+    multivariate: bool = SCREENED_DEFAULTS["multivariate"]
+    polish_share: float = Field(default=SCREENED_DEFAULTS["polish_share"], ge=0, le=1)
     explore_after: int = Field(default=SCREENED_DEFAULTS["explore_after"], ge=1)
     explore_share: float = Field(default=SCREENED_DEFAULTS["explore_share"], ge=0, le=1)
 
 
 class ScreenedGA(GA):
-    """GA whose offspring are screened by a density-ratio model (see the module docstring)."""
+    """Offspring screened by a density-ratio model (see the module docstring)."""
 
     name: ClassVar[str] = "screened"
     config_model: ClassVar[type[EngineConfig]] = ScreenedGAConfig
+
+    def _model(self) -> ParzenEstimator:
+        if getattr(self, "_parzen", None) is None:
+            config: ScreenedGAConfig = self.config  # type: ignore[assignment]
+            self._parzen = ParzenEstimator(
+                self.space, bandwidth=config.bandwidth, multivariate=config.multivariate
+            )
+            self._pattern = PatternMove()
+        return self._parzen
+
+    # Trust region of the polishing moves (JSON-safe strategy state).
+    _reach: float = MAX_REACH
+    _reach_wins: int = 0
+    _reach_losses: int = 0
+    _reach_best: float | None = None
+    _reach_generation: int = -1
+
+    def _update_reach(self) -> None:
+        """Once per generation: grow the trust region after improvements, shrink it after
+        generations without one, restart it once it has converged."""
+        if self.generation == self._reach_generation:
+            return
+        self._reach_generation = self.generation
+        good, _ = self._split()
+        best = float(np.sum(good[0].minimised(self.objectives))) if good else None
+        improved = best is not None and (self._reach_best is None or best < self._reach_best)
+        self._reach_best = best
+        if improved:
+            self._reach_wins, self._reach_losses = self._reach_wins + 1, 0
+            if self._reach_wins >= REACH_PATIENCE:
+                self._reach, self._reach_wins = min(2 * self._reach, MAX_REACH), 0
+        else:
+            self._reach_wins, self._reach_losses = 0, self._reach_losses + 1
+            if self._reach_losses >= REACH_PATIENCE:
+                self._reach, self._reach_losses = self._reach / 2, 0
+                if self._reach < MIN_REACH:
+                    self._reach = MAX_REACH
+
+    def _strategy_state(self) -> dict[str, Any]:
+        return {
+            "reach": self._reach,
+            "reach_wins": self._reach_wins,
+            "reach_losses": self._reach_losses,
+            "reach_best": self._reach_best,
+            "reach_generation": self._reach_generation,
+        }
+
+    def _load_strategy_state(self, state: Mapping[str, Any]) -> None:
+        if state:
+            self._reach = float(state["reach"])
+            self._reach_wins = int(state["reach_wins"])
+            self._reach_losses = int(state["reach_losses"])
+            self._reach_best = state["reach_best"]
+            self._reach_generation = int(state["reach_generation"])
 
     def _offspring(self, n: int) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
@@ -81,59 +169,67 @@ class ScreenedGA(GA):
         if self._stagnant >= config.explore_after:
             # Binomial, so a steady-state request for one candidate explores at the same rate.
             explore = int(self.rng.binomial(n, config.explore_share))
-        n_screened = n - explore
-        pool = self._draw(n_screened * config.screen_factor) if n_screened else []
-        if not pool:
-            return self._random_candidates(n)
+        self._update_reach()
+        wide = any(p.cardinality() > WIDE_VALUES for p in self.space.params)
+        share = config.polish_share * (n - explore) if wide else 0.0
+        n_polish = int(share) + int(self.rng.random() < share - int(share))
+        # Polishing moves are not screened: near the optimum the model's kernels are wider than
+        # the moves, and the trust region, not the model, resolves the last steps.
+        out = [c for g in self._polish(n_polish) if (c := self._make_candidate(g, "offspring"))]
+        n_screened = n - explore - len(out)
+        out += self._screened(self._draw(n_screened * config.screen_factor), n_screened)
+        return out + self._random_candidates(n - len(out))
+
+    def _screened(self, pool: list[Genes], n: int) -> list[Candidate]:
+        """The `n` candidates of `pool` with the highest density ratio."""
+        if not pool or n == 0:
+            return []
         scores = self._density_ratio(pool)
         out: list[Candidate] = []
         for index in np.argsort(-scores, kind="stable"):
             candidate = self._make_candidate(pool[int(index)], "offspring")
             if candidate is not None:
                 out.append(candidate)
-            if len(out) == n_screened:
+            if len(out) == n:
                 break
-        return out + self._random_candidates(n - len(out))
+        return out
+
+    def _polish(self, n: int) -> list[Genes]:
+        """About `n` new feasible pattern moves around the best, within the trust region."""
+        good, _ = self._split()
+        if not good or n == 0:
+            return []
+        self._model()
+        X = np.array([list(good[0].genes)] * n, dtype=object)
+        mutation = PatternMove(reach=self._reach)
+        moved = mutation.do(self.problem, Population.new("X", X), random_state=self.rng)
+        return self._new_genes([tuple(r) for r in moved.get("X")])
 
     def _draw(self, n: int) -> list[Genes]:
-        """About `n` distinct feasible genes not evaluated yet, from the three sources."""
+        """About `n` distinct feasible genes never proposed, from the three sources."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
+        self._model()
         n_random = math.ceil(n * config.random_share)
         n_local = math.ceil(n * config.local_share)
-        elite = self._elite()
         rows = [self.space.sample_genes(self.rng) for _ in range(n_random)]
-        if elite:
-            X = np.array(
-                [list(elite[int(i)]) for i in self.rng.integers(len(elite), size=n_local)],
-                dtype=object,
+        good, _ = self._split()
+        if good:
+            # Half of the moves start from the best configuration, half from the other elite.
+            starts = np.where(
+                self.rng.random(n_local) < 0.5, 0, self.rng.integers(len(good), size=n_local)
             )
-            X = self.mutation._do(self.problem, X, random_state=self.rng)
-            rows += [tuple(r) for r in X]
+            X = np.array([list(good[int(i)].genes) for i in starts], dtype=object)
+            moved = self._pattern.do(self.problem, Population.new("X", X), random_state=self.rng)
+            rows += [tuple(r) for r in moved.get("X")]
         if len(self._population) >= 2:
             n_cross = max(n - n_random - n_local, 0)
-            ranks = self._parent_ranks(self._population)
-            parents = np.array(
-                [[self._tournament(ranks) for _ in range(2)] for _ in range(math.ceil(n_cross / 2))]
-            )
-            pop = Population.new(
-                "X", np.array([list(r.genes) for r in self._population], dtype=object)
-            )
-            children = self.crossover.do(self.problem, pop, parents, random_state=self.rng)
-            children = self.mutation.do(self.problem, children, random_state=self.rng)
+            children = self._children(math.ceil(n_cross / 2))
             rows += [tuple(r) for r in children.get("X")]
-        pool: dict[str, Genes] = {}
-        for genes in rows:
-            key = self.space.key(genes)
-            if key not in self._seen and key not in pool and self.space.is_feasible(genes):
-                pool[key] = genes
-        return list(pool.values())
+        return self._new_genes(rows)
 
-    def _elite(self) -> list[Genes]:
-        good, _ = self._split()
-        return [tuple(r.genes) for r in good]
-
-    def _split(self) -> tuple[list[Any], list[Any]]:
-        """Good (best `gamma` share of successes, at most `max_good`) and other records."""
+    def _split(self) -> tuple[list[EvaluationRecord], list[EvaluationRecord]]:
+        """Good (best `gamma` share of successes, at most `max_good`, best first) and other
+        records (the rest of the successes and every failure)."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         ok = [r for r in self._records if r.ok]
         ok.sort(key=lambda r: float(np.sum(r.minimised(self.objectives))))
@@ -143,28 +239,12 @@ class ScreenedGA(GA):
         return good, [r for r in self._records if r.candidate_id not in ids]
 
     def _density_ratio(self, pool: list[Genes]) -> np.ndarray:
-        """log l(x) - log g(x) of each candidate (product of per-parameter kernels)."""
+        """log l(x) - log g(x) of each candidate."""
         good, bad = self._split()
         if not good:
             return self.rng.random(len(pool))
-        X = np.array([self.space.to_unit(g) for g in pool])
-        return self._log_density(X, good) - self._log_density(X, bad)
-
-    def _log_density(self, X: np.ndarray, records: list[Any]) -> np.ndarray:
-        if not records:
-            return np.zeros(len(X))
-        obs = np.array([self.space.to_unit(tuple(r.genes)) for r in records])
-        total = np.zeros(len(X))
-        for j, param in enumerate(self.space.params):
-            card = param.cardinality()
-            if card <= 1:
-                continue
-            diff = X[:, j][:, None] - obs[:, j][None, :]
-            if param.is_ordered:
-                width = ORDINAL_BANDWIDTH_STEPS / (card - 1) if math.isfinite(card) else 0.1
-                kernel = np.exp(-0.5 * (diff / width) ** 2)
-            else:
-                kernel = np.where(np.abs(diff) < 1e-9, 1.0, CATEGORICAL_MISMATCH)
-            prior = PRIOR_WEIGHT / (card if math.isfinite(card) else 10.0)
-            total += np.log((kernel.sum(axis=1) + prior) / (len(records) + PRIOR_WEIGHT))
-        return total
+        model = self._model()
+        X = model.features(pool)
+        G = model.features([r.genes for r in good], [r.key for r in good])
+        B = model.features([r.genes for r in bad], [r.key for r in bad])
+        return model.log_density(X, G) - model.log_density(X, B)

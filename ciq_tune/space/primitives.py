@@ -35,6 +35,11 @@ KNOCKED_OUT: Any = None
 _ORDINAL_LONG_JUMP_PROB = 0.25
 # Standard deviation of a continuous mutation, as a fraction of the parameter's (log-)range.
 _CONTINUOUS_MUTATION_SIGMA = 0.1
+# Smallest step of a continuous `local_move`, as a fraction of the (log-)range: a pattern
+# search polishes down to this resolution (a ten-thousandth of the range).
+_CONTINUOUS_FINEST_STEP = 1e-4
+# Probability that a `local_move` of a knockout-able, present parameter toggles it off.
+_LOCAL_KNOCKOUT_PROB = 0.25
 
 
 def _check_knockout(knockout_prob: float | None) -> float | None:
@@ -87,6 +92,27 @@ class Parameter(ABC):
         if self._value_cardinality() <= 1:
             return gene
         return self._value_mutate(gene, rng)
+
+    def local_move(self, gene: Gene, rng: np.random.Generator, reach: float = 0.5) -> Gene:
+        """A pattern-search move at a random scale: for ordered values a step whose length is
+        log-uniform between one value and `reach` x the range (as likely 1-2 steps as 64-128),
+        so that one operator both crosses a 400-value range and polishes the last step;
+        another value for categories; a knockout toggle now and then. Returns a different gene
+        when the parameter has more than one state.
+
+        Args:
+            gene: the gene to move.
+            rng: the engine's generator.
+            reach: the longest step, as a fraction of the (log-)range (a trust region).
+        """
+        if self.knockout_prob is not None:
+            if gene is KNOCKED_OUT:
+                return self._value_sample(rng, seeded=False)
+            if self._value_cardinality() <= 1 or rng.random() < _LOCAL_KNOCKOUT_PROB:
+                return KNOCKED_OUT
+        if self._value_cardinality() <= 1:
+            return gene
+        return self._value_local_move(gene, rng, reach)
 
     def neighbors(self, gene: Gene, radius: int = 1) -> list[Gene]:
         """Genes at most `radius` steps away (ordinal) or all alternatives (categorical)."""
@@ -165,6 +191,9 @@ class Parameter(ABC):
     def _value_mutate(self, gene: Gene, rng: np.random.Generator) -> Gene: ...
 
     @abstractmethod
+    def _value_local_move(self, gene: Gene, rng: np.random.Generator, reach: float) -> Gene: ...
+
+    @abstractmethod
     def _value_neighbors(self, gene: Gene, radius: int) -> list[Gene]: ...
 
     @abstractmethod
@@ -226,6 +255,22 @@ class DiscreteParameter(Parameter):
         direction = 1 if rng.random() < 0.5 else -1
         target = int(gene) + direction * step
         if not 0 <= target < n:
+            target = int(gene) - direction * step
+        target = min(max(target, 0), n - 1)
+        if target == gene:
+            target = int(gene) + 1 if int(gene) + 1 < n else int(gene) - 1
+        return target
+
+    def _value_local_move(self, gene: Gene, rng: np.random.Generator, reach: float) -> Gene:
+        assert gene is not None
+        n = len(self.values)
+        if not self.ordered:
+            return self._value_mutate(gene, rng)
+        longest = max(round(reach * (n - 1)), 1)
+        step = max(1, round(2.0 ** rng.uniform(0.0, np.log2(longest) + 0.5)))
+        direction = 1 if rng.random() < 0.5 else -1
+        target = int(gene) + direction * step
+        if not 0 <= target < n:  # off the end: the other direction, else the bound
             target = int(gene) - direction * step
         target = min(max(target, 0), n - 1)
         if target == gene:
@@ -481,12 +526,14 @@ class Uniform(Parameter):
         x = self._to_internal(_gene_value(gene)) + rng.normal(
             0.0, _CONTINUOUS_MUTATION_SIGMA * (hi - lo)
         )
-        # Reflect at the bounds so that mass does not pile up on them.
-        if x < lo:
-            x = lo + (lo - x)
-        if x > hi:
-            x = hi - (x - hi)
-        return self._from_internal(float(min(max(x, lo), hi)))
+        return self._from_internal(_reflect(x, lo, hi))
+
+    def _value_local_move(self, gene: Gene, rng: np.random.Generator, reach: float) -> Gene:
+        lo, hi = self._to_internal(self.low), self._to_internal(self.high)
+        reach = max(reach, _CONTINUOUS_FINEST_STEP)
+        scale = 10.0 ** rng.uniform(np.log10(_CONTINUOUS_FINEST_STEP), np.log10(reach))
+        x = self._to_internal(_gene_value(gene)) + rng.normal(0.0, scale * (hi - lo))
+        return self._from_internal(_reflect(x, lo, hi))
 
     def _value_neighbors(self, gene: Gene, radius: int) -> list[Gene]:
         lo, hi = self._to_internal(self.low), self._to_internal(self.high)
@@ -512,6 +559,15 @@ class Uniform(Parameter):
     def _value_to_unit(self, gene: Gene) -> float:
         lo, hi = self._to_internal(self.low), self._to_internal(self.high)
         return (self._to_internal(float(gene)) - lo) / (hi - lo)  # type: ignore[arg-type]
+
+
+def _reflect(x: float, lo: float, hi: float) -> float:
+    """`x` reflected at the bounds (so that mass does not pile up on them), then clipped."""
+    if x < lo:
+        x = lo + (lo - x)
+    if x > hi:
+        x = hi - (x - hi)
+    return float(min(max(x, lo), hi))
 
 
 PARAMETER_KINDS: dict[str, type[Parameter]] = {

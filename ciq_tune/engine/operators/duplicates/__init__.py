@@ -1,0 +1,1 @@
+"""Duplicate elimination against the archive (pymoo `DuplicateElimination` subclasses)."""

@@ -1,0 +1,1 @@
+"""Mutation operators (pymoo `Mutation` subclasses)."""

@@ -1,0 +1,1 @@
+"""Repair operators (pymoo `Repair` subclasses)."""

@@ -1,0 +1,1 @@
+"""Sampling operators (pymoo `Sampling` subclasses)."""

@@ -1,0 +1,1 @@
+"""Parent selection (pymoo's `TournamentSelection` with our comparison)."""
