@@ -1,0 +1,524 @@
+"""A battery of synthetic search spaces with known optima, run for every engine strategy.
+
+    python -m bench.battery --seeds 20 --budget 800 --workers 2 --out docs/data/battery.json
+
+Each space stresses one kind of geometry a kernel space has: wide integer and half-step ranges
+(>= 400 values), log ranges, continuous values, ordinals of powers of two, categories,
+conditional parameters, constraints leaving <= 10 % feasible, a region where 30 % of the space
+fails, several basins, knocked-out literals. Per space and strategy, over seeds: the median and
+the worst seed's regret (best value found - optimum) after 25…800 evaluations, next to random
+search on the same seeds, and how many seeds reach the optimum within 200 evaluations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import ciq_tune.space as ss
+from ciq_tune.engine import STRATEGIES
+from ciq_tune.engine import Budget
+from ciq_tune.engine import create_engine
+from ciq_tune.space import SearchSpace
+
+BUDGETS = (25, 50, 100, 200, 400, 800)
+# "Found the optimum within" this many evaluations (issue 13's must-show).
+FOUND_WITHIN = 200
+
+Objective = Callable[[Mapping[str, Any]], float | None]
+
+
+@dataclass(frozen=True)
+class BatteryProblem:
+    """A synthetic space with a known optimum.
+
+    Attributes:
+        name: short identifier.
+        what: the geometry it stresses, in words.
+        space: the search space.
+        objective: configuration → value to minimise, or None when the configuration fails.
+        optimum: the smallest value over the feasible space.
+        tolerance: regret at or below which the optimum counts as found (0 for discrete
+            spaces; continuous optima are reached only approximately).
+        single_basin: whether the issue's "finds the optimum in >= 19/20 seeds" applies.
+    """
+
+    name: str
+    what: str
+    space: SearchSpace
+    objective: Objective
+    optimum: float
+    tolerance: float = 0.0
+    single_basin: bool = True
+
+
+def _grid_optimum(space: SearchSpace, objective: Objective) -> float:
+    """The optimum of a finite space by enumeration."""
+    values = (objective(space.flat(g)) for g in space.iter_genes())
+    return min(v for v in values if v is not None)
+
+
+def _toy_wide() -> BatteryProblem:
+    space = SearchSpace(
+        {
+            "x": ss.range(1.0, 200.0, 0.5),
+            "y": ss.choice([1, 2, 3]),
+            "z": ss.literal("flag", knockout_prob=0.5),
+        }
+    )
+    return BatteryProblem(
+        "toy_wide",
+        "issue 13's toy: x² + y, x half-steps 1…200 (399 values), y categorical, z knockout",
+        space,
+        lambda c: c["x"] ** 2 + c["y"],
+        2.0,
+    )
+
+
+def _int_wide() -> BatteryProblem:
+    space = SearchSpace({"a": ss.range(0, 999), "b": ss.range(-500, 499)})
+    return BatteryProblem(
+        "int_wide",
+        "two integer ranges of 1000 values, tilted bowl, optimum inside",
+        space,
+        lambda c: (c["a"] - 737) ** 2 + 3 * (c["b"] + 123) ** 2 + (c["a"] - 737) * (c["b"] + 123),
+        0.0,
+    )
+
+
+def _half_step() -> BatteryProblem:
+    space = SearchSpace({"x": ss.range(-100.0, 100.0, 0.5), "y": ss.range(-50.0, 50.0, 0.5)})
+    return BatteryProblem(
+        "half_step",
+        "half-step ranges of 401 and 201 values",
+        space,
+        lambda c: (c["x"] - 37.5) ** 2 + (c["y"] + 12.5) ** 2 + 0.5 * (c["x"] - 37.5) * c["y"],
+        _half_step_optimum(),
+    )
+
+
+def _half_step_optimum() -> float:
+    x = np.arange(-100.0, 100.5, 0.5)[:, None]
+    y = np.arange(-50.0, 50.5, 0.5)[None, :]
+    return float(((x - 37.5) ** 2 + (y + 12.5) ** 2 + 0.5 * (x - 37.5) * y).min())
+
+
+def _log_range() -> BatteryProblem:
+    space = SearchSpace(
+        {"lr": ss.log_sampling(1e-5, 1.0, 400), "wd": ss.log_sampling(1e-6, 0.1, 400)}
+    )
+
+    def objective(c: Mapping[str, Any]) -> float:
+        return (math.log10(c["lr"]) + 2.7) ** 2 + 2 * (math.log10(c["wd"]) + 4.2) ** 2
+
+    return BatteryProblem(
+        "log_range",
+        "two log-spaced ranges of 400 values over 5 decades",
+        space,
+        objective,
+        _grid_optimum(space, objective),
+    )
+
+
+def _continuous() -> BatteryProblem:
+    space = SearchSpace(
+        {
+            "u": ss.uniform(-5.0, 5.0),
+            "v": ss.uniform(-5.0, 5.0),
+            "w": ss.uniform(0.01, 100.0, log=True),
+        }
+    )
+    return BatteryProblem(
+        "continuous",
+        "three continuous values (one on a log scale); found = regret <= 1e-3",
+        space,
+        lambda c: (c["u"] - 1.234) ** 2 + (c["v"] + 2.5) ** 2 + (math.log10(c["w"]) - 0.7) ** 2,
+        0.0,
+        tolerance=1e-3,
+    )
+
+
+_POW2_TARGETS = (7, 3, 9, 5, 1)
+
+
+def _powers_of_two() -> BatteryProblem:
+    space = SearchSpace(
+        {f"p{i}": ss.ordinal([2**k for k in range(11)]) for i in range(len(_POW2_TARGETS))}
+    )
+
+    def objective(c: Mapping[str, Any]) -> float:
+        e = [math.log2(c[f"p{i}"]) - t for i, t in enumerate(_POW2_TARGETS)]
+        return sum(v**2 for v in e) + 0.5 * (e[0] - e[1]) ** 2
+
+    return BatteryProblem(
+        "powers_of_two",
+        "five ordinals of 11 powers of two (1…1024), coupled",
+        space,
+        objective,
+        0.0,
+    )
+
+
+def _categorical() -> BatteryProblem:
+    rng = np.random.default_rng(1234)
+    sizes = (6, 8, 5, 7)
+    space = SearchSpace(
+        {f"c{i}": ss.choice([f"v{k}" for k in range(n)]) for i, n in enumerate(sizes)}
+    )
+    costs = [rng.uniform(0, 10, n) for n in sizes]
+    pair = rng.uniform(0, 5, (sizes[0], sizes[1]))
+
+    def objective(c: Mapping[str, Any]) -> float:
+        idx = [int(c[f"c{i}"][1:]) for i in range(len(sizes))]
+        return float(sum(costs[i][k] for i, k in enumerate(idx)) + pair[idx[0], idx[1]])
+
+    return BatteryProblem(
+        "categorical",
+        "four unordered categories (6, 8, 5, 7 values), one pairwise interaction",
+        space,
+        objective,
+        _grid_optimum(space, objective),
+    )
+
+
+def _conditional() -> BatteryProblem:
+    space = SearchSpace(
+        {
+            "algo": ss.choice(["direct", "split_k", "stream_k"]),
+            "split": ss.conditional(ss.range(2, 401), when="algo == 'split_k'"),
+            "chunks": ss.conditional(ss.range(1, 400), when="algo == 'stream_k'"),
+            "tile": ss.ordinal([16, 32, 64, 128, 256]),
+        }
+    )
+
+    def objective(c: Mapping[str, Any]) -> float:
+        tile = (math.log2(c["tile"]) - 6) ** 2
+        if c["algo"] == "split_k":
+            return 20 + ((c["split"] - 173) / 10) ** 2 + tile
+        if c["algo"] == "stream_k":
+            return 24 + ((c["chunks"] - 40) / 20) ** 2 + tile
+        return 40 + tile
+
+    return BatteryProblem(
+        "conditional",
+        "a categorical choosing which of two 400-value ranges exists (a basin per branch)",
+        space,
+        objective,
+        20.0,
+        single_basin=False,
+    )
+
+
+def _constrained() -> BatteryProblem:
+    space = SearchSpace({"x": ss.range(0, 199), "y": ss.range(0, 199)}, constraints=["x + y <= 60"])
+
+    def objective(c: Mapping[str, Any]) -> float:
+        return (c["x"] - 45) ** 2 + (c["y"] - 40) ** 2
+
+    return BatteryProblem(
+        "constrained",
+        "two 200-value ranges, x + y <= 60 leaves 4.7 % feasible, optimum on the boundary",
+        space,
+        objective,
+        _grid_optimum(space, objective),
+    )
+
+
+def _failures() -> BatteryProblem:
+    space = SearchSpace({"x": ss.range(0, 299), "y": ss.range(0, 299)})
+
+    def objective(c: Mapping[str, Any]) -> float | None:
+        if c["x"] >= 210:  # 90 of 300 values of x: 30 % of the space fails to compile
+            return None
+        return (c["x"] - 205) ** 2 + (c["y"] - 150) ** 2
+
+    return BatteryProblem(
+        "failures",
+        "30 % of the space fails (x >= 210), optimum 5 steps from the failing region",
+        space,
+        objective,
+        0.0,
+    )
+
+
+_BASINS = (
+    (80, 400, 0.0, 40.0),
+    (300, 100, 5.0, 4000.0),
+    (420, 420, 8.0, 4000.0),
+    (150, 200, 10.0, 8000.0),
+)
+
+
+def _multi_basin() -> BatteryProblem:
+    space = SearchSpace({"x": ss.range(0, 499), "y": ss.range(0, 499)})
+
+    def objective(c: Mapping[str, Any]) -> float:
+        return min(
+            depth + ((c["x"] - cx) ** 2 + (c["y"] - cy) ** 2) / width
+            for cx, cy, depth, width in _BASINS
+        )
+
+    return BatteryProblem(
+        "multi_basin",
+        "four basins on 500 x 500 values; the global one is the narrowest",
+        space,
+        objective,
+        0.0,
+        single_basin=False,
+    )
+
+
+_FLAG_WANTED = (True, False, True, True, False, False)
+
+
+def _knockout() -> BatteryProblem:
+    spec: dict[str, Any] = {"x": ss.range(0, 499)}
+    spec.update({f"f{i}": ss.literal(f"-f{i}", knockout_prob=0.5) for i in range(6)})
+    space = SearchSpace(spec)
+
+    def objective(c: Mapping[str, Any]) -> float:
+        flags = sum((i + 1) * ((f"f{i}" in c) != w) for i, w in enumerate(_FLAG_WANTED))
+        return ((c["x"] - 321) / 10) ** 2 + flags
+
+    return BatteryProblem(
+        "knockout",
+        "a 500-value range and six knocked-out literals, three of which must be passed",
+        space,
+        objective,
+        0.0,
+    )
+
+
+def battery() -> dict[str, BatteryProblem]:
+    """Every problem of the battery, by name."""
+    makers = (
+        _toy_wide,
+        _int_wide,
+        _half_step,
+        _log_range,
+        _continuous,
+        _powers_of_two,
+        _categorical,
+        _conditional,
+        _constrained,
+        _failures,
+        _multi_basin,
+        _knockout,
+    )
+    problems = [make() for make in makers]
+    return {p.name: p for p in problems}
+
+
+def regret_trace(
+    problem: BatteryProblem,
+    strategy: str,
+    seed: int,
+    budget: int,
+    config: Mapping[str, Any] | None = None,
+) -> list[float]:
+    """Regret of the best value found after each evaluation (inf before the first success).
+
+    Strategies for several objectives get the objective twice (their ranking then reduces to
+    the single objective's order).
+
+    Args:
+        problem: the battery problem.
+        strategy: an engine strategy name.
+        seed: the engine's seed.
+        budget: evaluations.
+        config: strategy settings; the strategy's defaults if None.
+    """
+    n_obj = STRATEGIES[strategy].min_objectives
+    objectives = ["f"] if n_obj == 1 else [f"f{i}" for i in range(n_obj)]
+    engine = create_engine(
+        strategy,
+        problem.space,
+        objectives,
+        config=dict(config or {}),
+        budget=Budget(max_evaluations=budget),
+        seed=seed,
+    )
+    best = math.inf
+    trace: list[float] = []
+    while not engine.finished:
+        candidate = engine.ask()
+        if candidate is None:
+            raise RuntimeError(f"{strategy} returned no candidate with nothing out")
+        value = problem.objective(problem.space.flat(candidate.genes))
+        if value is None:
+            engine.tell(candidate.id, None, status="compile_error")
+        else:
+            engine.tell(candidate.id, [value] * n_obj)
+            best = min(best, value - problem.optimum)
+        trace.append(max(best, 0.0))
+    return trace + [trace[-1]] * (budget - len(trace))
+
+
+def found_within(trace: Sequence[float], tolerance: float, evaluations: int) -> bool:
+    """Whether the regret reached `tolerance` within the first `evaluations` entries."""
+    return any(r <= tolerance + 1e-12 for r in trace[:evaluations])
+
+
+def _job(job: tuple[str, str, int, int, dict[str, Any]]) -> dict[str, Any]:
+    name, strategy, seed, budget, config = job
+    problem = battery()[name]
+    start = time.perf_counter()
+    trace = regret_trace(problem, strategy, seed, budget, config)
+    return {
+        "problem": name,
+        "strategy": strategy,
+        "seed": seed,
+        "trace": trace,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def summarise(runs: Sequence[Mapping[str, Any]], budget: int) -> dict[str, Any]:
+    """Median and worst regret per problem, strategy and budget; seeds finding the optimum."""
+    problems = battery()
+    out: dict[str, Any] = {}
+    key = lambda r: (r["problem"], r["strategy"])  # noqa: E731
+    for (name, strategy), group in itertools.groupby(sorted(runs, key=key), key=key):
+        traces = np.array([r["trace"] for r in group])
+        budgets = [b for b in BUDGETS if b <= budget]
+        out.setdefault(name, {})[strategy] = {
+            "seeds": len(traces),
+            "median": {b: float(np.median(traces[:, b - 1])) for b in budgets},
+            "worst": {b: float(np.max(traces[:, b - 1])) for b in budgets},
+            "found": int(
+                sum(
+                    found_within(t, problems[name].tolerance, min(FOUND_WITHIN, budget))
+                    for t in traces
+                )
+            ),
+        }
+    return out
+
+
+def _cell(value: float) -> str:
+    if value == 0:
+        return "0"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:.3g}"
+
+
+def markdown(summary: Mapping[str, Any], budget: int) -> str:
+    """One row per problem and strategy: median / worst regret at each budget (bold where
+    worse than random search at that budget), seeds finding the optimum within 200."""
+    budgets = [b for b in BUDGETS if b <= budget]
+    head = " | ".join(f"@{b}" for b in budgets)
+    lines = [
+        "Regret (best value - optimum), median / worst seed; **bold**: worse than random "
+        f"search at that budget. found: seeds at the optimum within {FOUND_WITHIN}.",
+        "",
+        f"| problem | strategy | {head} | found |",
+        "|---|---|" + "---|" * len(budgets) + "---|",
+    ]
+    for name, by_strategy in summary.items():
+        random = by_strategy.get("random")
+        for strategy, stats in by_strategy.items():
+            cells = []
+            for b in budgets:
+                med, worst = stats["median"][b], stats["worst"][b]
+                text_med, text_worst = _cell(med), _cell(worst)
+                if random is not None and med > random["median"][b] + 1e-12:
+                    text_med = f"**{text_med}**"
+                if random is not None and worst > random["worst"][b] + 1e-12:
+                    text_worst = f"**{text_worst}**"
+                cells.append(f"{text_med} / {text_worst}")
+            lines.append(
+                f"| {name} | {strategy} | {' | '.join(cells)} | {stats['found']}/{stats['seeds']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.battery",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--seeds", type=int, default=20, help="runs per problem and strategy")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed, … (split)")
+    parser.add_argument("--budget", type=int, default=max(BUDGETS), help="evaluations per run")
+    parser.add_argument(
+        "--strategies", default=",".join(sorted(STRATEGIES)), help="comma-separated names"
+    )
+    parser.add_argument("--problems", default="", help="comma-separated names (default: all)")
+    parser.add_argument(
+        "--config", default="{}", help="strategy settings as JSON, for tuning one strategy"
+    )
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", required=True, help="JSON file; the table goes beside it (.md)")
+    args = parser.parse_args(argv)
+    args.strategy_names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = [s for s in args.strategy_names if s not in STRATEGIES]
+    if unknown:
+        parser.error(
+            f"--strategies names unknown strategies {unknown}; known: {sorted(STRATEGIES)}"
+        )
+    known = battery()
+    args.problem_names = [p.strip() for p in args.problems.split(",") if p.strip()] or list(known)
+    missing = [p for p in args.problem_names if p not in known]
+    if missing:
+        parser.error(f"--problems names unknown problems {missing}; known: {list(known)}")
+    if args.seeds < 1 or args.budget < 1:
+        parser.error(f"--seeds and --budget must be positive, got {args.seeds}, {args.budget}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    jobs = [
+        (p, s, seed, args.budget, json.loads(args.config))
+        for p in args.problem_names
+        for s in args.strategy_names
+        for seed in range(args.first_seed, args.first_seed + args.seeds)
+    ]
+    start = time.perf_counter()
+    if args.workers > 1:
+        with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+            runs = list(pool.imap_unordered(_job, jobs))
+    else:
+        runs = [_job(job) for job in jobs]
+    summary = summarise(runs, args.budget)
+    seconds: dict[str, float] = {}
+    for run in runs:
+        seconds[run["strategy"]] = seconds.get(run["strategy"], 0.0) + run["seconds"]
+    report = {
+        "summary": summary,
+        "meta": {
+            "command": " ".join(["python -m bench.battery", *(argv or sys.argv[1:])]),
+            "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
+            f"{os.cpu_count()} CPUs, {args.workers} workers",
+            "wall_s": time.perf_counter() - start,
+            "cpu_s_per_strategy": seconds,
+        },
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    table = markdown(summary, args.budget)
+    out.with_suffix(".md").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

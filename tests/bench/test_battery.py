@@ -1,0 +1,75 @@
+"""Fast tier of the synthetic battery (bench/battery.py): every strategy on every problem,
+a few seeds and short budgets, no Ray. The full comparison (20 seeds, budgets 25…800) is the
+`python -m bench.battery` command whose table is in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from bench.battery import BUDGETS
+from bench.battery import battery
+from bench.battery import found_within
+from bench.battery import markdown
+from bench.battery import regret_trace
+from bench.battery import summarise
+from ciq_tune.engine import STRATEGIES
+
+PROBLEMS = battery()
+SEEDS = (0, 1, 2)
+BUDGET = 150
+
+
+def test_the_battery_covers_the_geometries_of_issue_13() -> None:
+    assert len(PROBLEMS) >= 12
+    wide = [p for p in PROBLEMS.values() if any(q.cardinality() >= 400 for q in p.space.params)]
+    assert len(wide) >= 6
+    constrained = PROBLEMS["constrained"].space
+    assert constrained.constraints
+    feasible = sum(1 for _ in constrained.iter_genes()) / constrained.cardinality()
+    assert feasible <= 0.10
+    failures = PROBLEMS["failures"]
+    fails = [
+        failures.objective(failures.space.flat(g)) is None for g in failures.space.iter_genes()
+    ]
+    assert np.mean(fails) == pytest.approx(0.30, abs=0.005)
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_every_strategy_runs_every_problem(strategy: str, name: str) -> None:
+    problem = PROBLEMS[name]
+    trace = regret_trace(problem, strategy, seed=0, budget=40)
+    assert len(trace) == 40
+    assert all(a >= b for a, b in itertools.pairwise(trace))  # best so far
+    assert math.isfinite(trace[-1]) and trace[-1] >= 0
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in PROBLEMS.items() if p.single_basin))
+def test_default_strategy_beats_random_search(name: str) -> None:
+    problem = PROBLEMS[name]
+    ours = [regret_trace(problem, "screened", s, BUDGET)[-1] for s in SEEDS]
+    random = [regret_trace(problem, "random", s, BUDGET)[-1] for s in SEEDS]
+    assert np.median(ours) <= np.median(random)
+    assert max(ours) <= max(random)
+
+
+def test_default_strategy_finds_the_wide_toy_optimum_on_every_seed() -> None:
+    problem = PROBLEMS["toy_wide"]
+    assert all(found_within(regret_trace(problem, "screened", s, 200), 0.0, 200) for s in range(5))
+
+
+def test_summary_marks_cells_worse_than_random() -> None:
+    runs = [
+        {"problem": "toy_wide", "strategy": "ga", "seed": 0, "trace": [5.0] * 25},
+        {"problem": "toy_wide", "strategy": "random", "seed": 0, "trace": [3.0] * 25},
+    ]
+    summary = summarise(runs, 25)
+    assert summary["toy_wide"]["ga"]["median"][25] == 5.0
+    assert summary["toy_wide"]["ga"]["found"] == 0
+    table = markdown(summary, 25)
+    assert "| toy_wide | ga | **5** / **5** | 0/1 |" in table
+    assert BUDGETS[0] == 25
