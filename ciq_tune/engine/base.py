@@ -48,6 +48,7 @@ from ciq_tune.results import OK
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
+from ciq_tune.results import non_dominated
 from ciq_tune.results import parse_values
 from ciq_tune.space import SearchSpace
 from ciq_tune.space.space import MAX_ENUMERATION
@@ -518,7 +519,8 @@ class Engine:
         new = record.minimised(self.objectives)
         if any(np.all(old <= new) for old in self._front):
             return False
-        self._front = [old for old in self._front if not np.all(new <= old)] + [new]
+        F = np.array([*self._front, new])
+        self._front = list(F[non_dominated(F)])  # the one Pareto front (results.py)
         return True
 
     def _encode_warm_start(
