@@ -23,6 +23,7 @@ import json
 import math
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,6 +75,7 @@ _TABLE_FIELDS = (
     "wall_s",
     "evals_per_s",
     "best_config",
+    "statuses",
     "error",
 )
 
@@ -353,13 +355,25 @@ def run_search(
         "wall_s": round(wall_s, 3),
         "evals_per_s": round(len(results.records) / wall_s, 4),
         "best_config": None if best is None else json.dumps(best[0], sort_keys=True),
-        "error": None,
+        "statuses": json.dumps(dict(Counter(r.status for r in results.records))),
+        "error": _first_error(results.records, trials),
     }
     if row["baseline"] and row["best"] is not None:
         row["improvement_pct"] = round(
             100.0 * sign * (row["baseline"] - row["best"]) / abs(row["baseline"]), 3
         )
     return row
+
+
+def _first_error(records: Sequence[Any], trials: Sequence[dict[str, Any]]) -> str | None:
+    """The first failed evaluation's error (a search whose every candidate fails says why in
+    its row), or None when every evaluation was ``ok``."""
+    if all(r.ok for r in records):
+        return None
+    for trial in trials:
+        if trial.get("status") not in (None, "ok") and trial.get("error"):
+            return f"{trial['status']}: {str(trial['error'])[:300]}"
+    return next((r.status for r in records if not r.ok), None)
 
 
 def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list[dict[str, Any]]:

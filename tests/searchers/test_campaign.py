@@ -69,7 +69,8 @@ def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(ray_cl
     assert rows["hangs"]["status"] == "timeout" and "20" in rows["hangs"]["error"]
     # Every evaluation of the crashing search killed its trial's process: failures as data.
     assert rows["crashes"]["status"] == "done" and rows["crashes"]["ok"] == 0
-    assert rows["crashes"]["evaluations"] == 3
+    assert rows["crashes"]["evaluations"] == 3 and rows["crashes"]["error"]
+    assert rows["good-a"]["error"] is None and json.loads(rows["good-a"]["statuses"]) == {"ok": 4}
     assert rows["broken"]["status"] == "crash" and "cannot be built" in rows["broken"]["error"]
     with (tmp_path / "campaign.csv").open() as handle:
         table = {r["name"]: r for r in csv.DictReader(handle)}
