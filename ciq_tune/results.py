@@ -120,12 +120,14 @@ class SearchResults:
 
     def best(self, k: int = 1) -> list[EvaluationRecord]:
         """The `k` best successful evaluations. With several objectives, the Pareto front is
-        ordered by the weighted sum of min-max normalised objectives."""
+        ordered by the weighted sum of min-max normalised objectives. Ties go to the
+        configuration with the fewest set values (`config_size`: fewest non-default controls),
+        then to its sorted JSON text, so that the order never depends on evaluation order."""
         ok = self.ok_records
         if not ok:
             return []
         scores = self._scalar_scores(ok)
-        order = np.argsort(scores, kind="stable")
+        order = sorted(range(len(ok)), key=lambda i: (scores[i], *tie_break(ok[i].config)))
         return [ok[i] for i in order[:k]]
 
     @property
@@ -170,6 +172,7 @@ class SearchResults:
                 "generation": r.generation,
                 "origin": r.origin,
                 "status": r.status,
+                "error": one_line_error(r.info.get("error")),
                 "elapsed_s": r.elapsed_s,
             }
             for o in self.objectives:
@@ -197,6 +200,25 @@ class SearchResults:
         best = self.best(1)
         summary = f", best={best[0].values}" if best else ""
         return f"SearchResults({len(self.records)} evaluations, {len(self.ok_records)} ok{summary})"
+
+
+def config_size(config: Any) -> int:
+    """How many values a configuration sets: its compiler controls when it has a "controls"
+    part (a knocked-out control is absent: the compiler's default), else all its values."""
+    if isinstance(config, Mapping) and isinstance(config.get("controls"), Mapping):
+        return len(_flatten(config["controls"]))
+    return len(_flatten(config))
+
+
+def tie_break(config: Any) -> tuple[int, str]:
+    """The order among equally good configurations: fewest set values, then sorted JSON."""
+    return config_size(config), json.dumps(config, sort_keys=True, default=str)
+
+
+def one_line_error(error: Any) -> str:
+    """The last non-empty line of an error text (where compilers and Python put the cause)."""
+    lines = [line.strip() for line in str(error or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _flatten(config: Any, prefix: str = "") -> dict[str, Any]:

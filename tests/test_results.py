@@ -1,4 +1,5 @@
-"""The Pareto front of `ciq_tune.results`: pymoo's non-dominated sorting on minimised values."""
+"""`ciq_tune.results`: the Pareto front (pymoo's non-dominated sorting on minimised values),
+deterministic ranking of ties and the evaluations table's failure columns."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
+from ciq_tune.results import config_size
 from ciq_tune.results import non_dominated
 
 
@@ -43,3 +45,46 @@ def test_the_front_follows_each_objectives_direction() -> None:
     assert [r.candidate_id for r in front] == [0, 1]
     both_min = [Objective(name="time"), Objective(name="accuracy")]
     assert [r.candidate_id for r in SearchResults(both_min, records).pareto_front()] == [0, 2]
+
+
+def _config_record(i: int, config: dict, value: float | None, status: str = "ok", error: str = ""):
+    return EvaluationRecord(
+        candidate_id=i,
+        generation=0,
+        config=config,
+        genes=(),
+        key=str(i),
+        origin="random",
+        status=status,
+        values=None if value is None else {"spill": value},
+        elapsed_s=0.0,
+        info={"error": error} if error else {},
+    )
+
+
+THREE_FLAGS = {"controls": {"ptxas": {"opt_level": 1, "maxrregcount": 40, "fmad": True}}}
+ONE_FLAG = {"controls": {"ptxas": {"opt_level": 1}}}
+DEFAULTS: dict = {"controls": {}}
+
+
+def test_ties_go_to_the_fewest_controls_whatever_the_evaluation_order() -> None:
+    records = [_config_record(0, THREE_FLAGS, 1116.0), _config_record(1, ONE_FLAG, 1116.0)]
+    objectives = [Objective(name="spill", mode="min")]
+    forward = SearchResults(objectives, records).best(2)
+    backward = SearchResults(objectives, records[::-1]).best(2)
+    assert [r.config for r in forward] == [ONE_FLAG, THREE_FLAGS]
+    assert [r.config for r in backward] == [ONE_FLAG, THREE_FLAGS]
+    assert config_size(DEFAULTS) == 0 and config_size(THREE_FLAGS) == 3
+    assert config_size({"x": 1, "y": {"z": 2}}) == 2
+
+
+def test_table_has_status_and_a_one_line_error() -> None:
+    records = [
+        _config_record(0, ONE_FLAG, 1116.0),
+        _config_record(
+            1, THREE_FLAGS, None, "compile_error", "ptxas info\nptxas fatal: Missing .version"
+        ),
+    ]
+    table = SearchResults([Objective(name="spill", mode="min")], records).table()
+    assert list(table["status"]) == ["ok", "compile_error"]
+    assert list(table["error"]) == ["", "ptxas fatal: Missing .version"]
