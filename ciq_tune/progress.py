@@ -9,6 +9,7 @@ import time
 from typing import TextIO
 
 from ciq_tune.results import OK
+from ciq_tune.results import one_line_error
 
 # Characters of a failure cause kept in a one-line summary.
 CAUSE_CHARS = 160
@@ -16,8 +17,7 @@ CAUSE_CHARS = 160
 
 def one_line(text: str, limit: int = CAUSE_CHARS) -> str:
     """The last non-empty line of `text` (where tools put the actual error), cut to `limit`."""
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    line = lines[-1] if lines else ""
+    line = one_line_error(text)
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -28,7 +28,9 @@ class Progress:
         metric: the metric shown as "best so far".
         mode: "min" or "max".
         budget: evaluations planned, if known.
-        stream: where lines go (default stderr); None: count only, print nothing (quiet).
+        quiet: count only, print nothing.
+        stream: where lines go (default: `sys.stderr` when printing; looked up then, so that
+            a pickled copy, as Tune makes of its callbacks, holds no open file).
         interval_s: the shortest time between two printed lines.
     """
 
@@ -38,12 +40,14 @@ class Progress:
         mode: str,
         *,
         budget: int | None = None,
-        stream: TextIO | None = sys.stderr,
+        quiet: bool = False,
+        stream: TextIO | None = None,
         interval_s: float = 2.0,
     ) -> None:
         self.metric = metric
         self.mode = mode
         self.budget = budget
+        self.quiet = quiet
         self.stream = stream
         self.interval_s = interval_s
         self.done = 0
@@ -66,9 +70,9 @@ class Progress:
             if error and status not in self.first_cause:
                 self.first_cause[status] = one_line(error)
         now = time.monotonic()
-        if self.stream is not None and now - self._printed >= self.interval_s:
+        if not self.quiet and now - self._printed >= self.interval_s:
             self._printed = now
-            print(self.line(), file=self.stream, flush=True)
+            print(self.line(), file=self.stream or sys.stderr, flush=True)
 
     def line(self) -> str:
         """`12/40 evaluations, best spill_bytes 1116, 1.8 evals/s, failed: timeout 1`."""

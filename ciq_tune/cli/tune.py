@@ -108,6 +108,12 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a description with `shapes`: tune every bucket independently with --budget",
     )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress line while the search runs (default: every 2 s on stderr, "
+        "`done/budget evaluations, best <metric>, evals/s, failed: <status> <count>`)",
+    )
     add_verbose(parser)
 
 
@@ -185,9 +191,14 @@ def _tune(args: argparse.Namespace) -> int:
                 name=desc.name,
                 storage_path=str(args.out.resolve() / "ray"),
                 verbose=0,
-                callbacks=tracking_callbacks(
-                    TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=desc.name
-                ),
+                callbacks=[
+                    *tracking_callbacks(
+                        TrackingConfig(backend=args.tracking),
+                        run_dir=args.out,
+                        search_name=desc.name,
+                    ),
+                    *progress_callbacks(desc, args.budget, args.quiet),
+                ],
             ),
         )
         started = time.perf_counter()
@@ -202,6 +213,16 @@ def _tune(args: argparse.Namespace) -> int:
         if started_ray:
             ray.shutdown()
     return write_outputs(args.out, desc, searcher.results(), grid, points, validation)
+
+
+def progress_callbacks(desc: Any, budget: int, quiet: bool) -> list[Any]:
+    """The progress line's Tune callback, none with `--quiet`."""
+    from ciq_tune.progress import Progress
+    from searchers.progress import ProgressCallback
+
+    if quiet:
+        return []
+    return [ProgressCallback(Progress(desc.metric, desc.mode, budget=budget))]
 
 
 def check_num_cpus(num_cpus: int | None) -> None:
@@ -240,7 +261,9 @@ def validate_best(
 
     k = VALIDATE_TOP if top_k is None else top_k
     skip = None
-    if measurement_is_exact(desc):
+    if desc.kind in ("triton", "helion") and not ray.cluster_resources().get("GPU", 0):
+        skip = NO_GPU_REASON
+    elif measurement_is_exact(desc):
         skip = (
             f"{desc.metric} is a compile statistic that a fresh ptxas run reproduces exactly "
             "(same PTX, options and ptxas version, all recorded here): no noise to test"
@@ -282,25 +305,41 @@ def write_outputs(
     winner (the search's best when validation was skipped), validation.json, summary."""
     from ciq_tune.controls import controls_file as cf
     from ciq_tune.controls.controls_file import installed_catalog
+    from objectives import measurement_is_exact
 
     # Every evaluation, failures included, for `ciq-tune report` and for review.
     results.to_parquet(out / "evaluations.parquet")
     results.to_csv(out / "evaluations.csv")
-    rows = [(grid[i].config or {}, grid[i].metrics or {}) for i in range(len(grid))]
-    ok = [(c, m) for c, m in rows if m.get("status") == "ok" and _finite(m.get(desc.metric))]
+    ok = [r for r in results.records if r.ok and _finite((r.values or {}).get(desc.metric))]
     if not ok:
-        raise CiqTuneError(f"no candidate of {len(rows)} compiled and ran; see {out}/ray")
+        raise CiqTuneError(
+            f"no candidate of {len(results.records)} compiled and ran: "
+            f"{failure_summary(results.records)}; details in {out}/evaluations.csv"
+        )
     sign = 1 if desc.mode == "min" else -1
-    best_config, best_metrics = min(ok, key=lambda cm: sign * cm[1][desc.metric])
-    best = best_metrics[desc.metric]
-    baseline = next((m[desc.metric] for c, m in ok if c == points[0]), None)
+    # One ranking everywhere: ties go to the fewest non-default controls (SearchResults.best).
+    search_best = results.best(1)[0]
+    best_config, best = search_best.config, search_best.values[desc.metric]
+    search_value = best
+    baseline = next((r.values[desc.metric] for r in ok if r.config == points[0]), None)
     if validation.winner is not None:
         best_config, best = validation.winner.config, validation.winner.search_values[desc.metric]
     elif validation.outcome == "baseline" and baseline is not None:
         best_config, best = points[0], baseline
+    dropped: dict[str, dict[str, Any]] = {}
+    # An exact metric (validation skipped) is re-checked by recompiling without each control;
+    # a validated winner stays as validated.
+    if measurement_is_exact(desc) and validation.winner is None and best_config.get("controls"):
+        from ciq_tune.controls.simplify import simplify_controls
+        from objectives import make_measure
+
+        best_config, dropped = simplify_controls(
+            best_config, best, make_measure(desc), mode=desc.mode
+        )
+    baseline_claim = baseline if timings_are_claims(desc, validation) else None
     improvement = None
-    if baseline:
-        improvement = round(100.0 * sign * (baseline - best) / abs(baseline), 3)
+    if baseline_claim:
+        improvement = round(100.0 * sign * (baseline_claim - best) / abs(baseline_claim), 3)
     names = list(best_config.get("controls", {}))
     catalogs = {n: installed_catalog(n, desc.arch) for n in names}
     record = cf.build(
@@ -330,6 +369,7 @@ def write_outputs(
         ),
         gpu=cf.detect_gpu() if desc.kind != "ptx" else None,
         validation=validation.to_dict(),
+        dropped_controls=dropped,
     )
     path = cf.write(out / f"{desc.name}.controls.yaml", record)
     (out / VALIDATION_FILE).write_text(json.dumps(validation.to_dict(), indent=2) + "\n")
@@ -343,12 +383,46 @@ def write_outputs(
         f"{again.best_ci[1]:.4g}], speedup {again.speedup:.4f} [{again.speedup_ci[0]:.4f}, "
         f"{again.speedup_ci[1]:.4f}]\n"
     )
+    simplified = ""
+    if dropped:
+        names_dropped = sorted(f"{c}.{n}" for c, d in dropped.items() for n in d)
+        simplified = (
+            f"simplified: dropped {len(names_dropped)} control(s) that a fresh compile showed "
+            f"change nothing ({', '.join(names_dropped)})\n"
+        )
+    failures = failure_summary(results.records)
     print(
-        f"{len(rows)} evaluations ({len(ok)} ok); {desc.metric} in the search (one round each): "
-        f"baseline {baseline}, best {best_metrics[desc.metric]}\n{validation.summary()}\n"
-        f"{remeasured}wrote {path} ({desc.metric} {best} with {json.dumps(best_config)})"
+        f"{len(results.records)} evaluations ({len(ok)} ok"
+        + (f"; {failures}" if failures else "")
+        + f"); {desc.metric} in the search (one round each): "
+        f"baseline {baseline}, best {search_value}\n{validation.summary()}\n"
+        f"{remeasured}{simplified}wrote {path} ({desc.metric} {best} with "
+        f"{json.dumps(best_config)})"
     )
     return 0
+
+
+def failure_summary(records: Sequence[Any]) -> str:
+    """`3 of 40 failed: timeout 2 (first: …); compile_error 1 (first: …)`, or ""."""
+    from ciq_tune.progress import Progress
+
+    counts = Progress("-", "min", quiet=True)
+    for record in records:
+        counts.update(record.status, None, record.info.get("error"))
+    return counts.failure_summary()
+
+
+NO_GPU_REASON = (
+    "no GPU: Triton and Helion run under their CPU interpreter here, so the search checked "
+    "correctness only; its host-clock timings are not a speedup claim"
+)
+"""Why `tune` skips validation and claims no improvement for a timed kind without a GPU."""
+
+
+def timings_are_claims(desc: Any, validation: SearchValidation) -> bool:
+    """Whether the search's values may be reported as an improvement: not for the CPU
+    interpreter's timings of a Triton/Helion kernel."""
+    return not (validation.outcome == "skipped" and validation.reason == NO_GPU_REASON)
 
 
 def _remeasured(validation: SearchValidation) -> Any:

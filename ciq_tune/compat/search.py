@@ -235,7 +235,7 @@ class Search:
             score_columns(1)[0],
             self.objective_modes[0],
             budget=self.search_config.generations * pool,
-            stream=None if self.disable_progress_bar else sys.stderr,
+            quiet=self.disable_progress_bar,
         )
         tracker = _LocalTracker(self.tracker_config, self.cache_folder, self.name)
 

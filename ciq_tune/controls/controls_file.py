@@ -126,6 +126,9 @@ class ControlsFile(_Strict):
     scores: Scores
     validation: dict[str, Any] | None = None
     matrix: Matrix | None = None
+    # Controls of the search's winner left out because a fresh measurement without each was
+    # as good (`ciq_tune.controls.simplify`); informational, never applied.
+    dropped_controls: dict[CatalogName, dict[str, Any]] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -182,6 +185,7 @@ def build(
     gpu: GpuInfo | None = None,
     validation: Mapping[str, Any] | None = None,
     matrix: Matrix | None = None,
+    dropped_controls: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ControlsFile:
     """A controls file for `controls` (per catalog name), rendered by `catalogs`.
 
@@ -196,6 +200,7 @@ def build(
         validation: `ciq_tune.validation` statistics (`to_dict()` output), stored as given.
         matrix: the tuned shapes and per-shape configurations (a description with `shapes`);
             each entry's `rendered` is filled in here from its `controls`.
+        dropped_controls: controls of the search's winner that simplification left out.
     """
     from ciq_tune._version import __version__
 
@@ -221,6 +226,7 @@ def build(
         scores=scores,
         validation=None if validation is None else dict(validation),
         matrix=None if matrix is None else _render_matrix(matrix, catalogs),
+        dropped_controls={k: dict(v) for k, v in (dropped_controls or {}).items()},  # type: ignore[misc]
     )
 
 
