@@ -220,6 +220,9 @@ class KernelDescription(_Strict):
     controls: dict[str, ControlSelection]
     inputs: list[InputSpec] = Field(default_factory=list)
     sizes: dict[str, int] = Field(default_factory=dict)
+    # Floating-point scalar arguments (saxpy's `a`): passed after the sizes, in order, as 32-bit
+    # floats to a CUDA kernel and by name to a Triton kernel; usable in the reference.
+    scalars: dict[str, float] = Field(default_factory=dict)
     # A benchmark matrix: each entry overrides `sizes` (which then hold the defaults).
     shapes: list[Shape] = Field(default_factory=list)
     selection: Selection | None = None
@@ -291,6 +294,17 @@ class KernelDescription(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> KernelDescription:
+        # Controls of a compiler the kind does not run would be searched and silently ignored.
+        foreign = sorted(set(self.controls) - set(DEFAULT_CONTROLS[self.kind]))
+        if foreign:
+            used = list(DEFAULT_CONTROLS[self.kind])
+            raise ValueError(
+                f"controls {foreign} do not apply to kind {self.kind!r}, which compiles with "
+                + (f"{used} only" if used else "no control catalog (Helion: use `params`)")
+            )
+        clash = sorted(set(self.scalars) & (set(self.sizes) | {i.name for i in self.inputs}))
+        if clash:
+            raise ValueError(f"scalars {clash} also name a size or an input; names must differ")
         if self.metric not in KIND_METRICS[self.kind]:
             raise ValueError(
                 f"metric={self.metric!r} is not a metric of kind {self.kind!r}; one of "

@@ -135,3 +135,24 @@ def test_launch_rejects_non_positive_grid(tmp_path: Path) -> None:
     desc = load_description(_write(tmp_path, text + "grid: M // B\n"))
     with pytest.raises(DescriptionError, match="positive int"):
         desc.launch({"B": 16})
+
+
+@pytest.mark.parametrize(
+    ("kind", "extra", "catalog"),
+    [
+        ("ptx", "", "nvcc"),
+        ("cuda", "entry: k\n", "ptxas"),
+        ("triton", "entry: k\n", "nvcc"),
+        ("helion", "entry: k\noutputs: [x]\ninputs: [{name: x}]\n", "triton"),
+    ],
+)
+def test_controls_of_another_compiler_are_an_error(
+    tmp_path: Path, kind: str, extra: str, catalog: str
+) -> None:
+    source = "spill.ptx" if kind == "ptx" else ("k.cu" if kind == "cuda" else "k.py")
+    (tmp_path / source).write_text("// kernel\n")
+    path = _write(
+        tmp_path, f"kind: {kind}\nsource: {source}\n{extra}controls: {{{catalog}: {{}}}}\n"
+    )
+    with pytest.raises(DescriptionError, match=rf"\['{catalog}'\] do not apply to kind '{kind}'"):
+        load_description(path)
