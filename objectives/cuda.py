@@ -8,6 +8,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ def make_trainable(
     Kernel parameters become ``-DNAME=value`` macros, controls become nvcc/ptxas arguments
     (from the nvcc catalog), and the cubin is launched through CuPy on the trial's GPU with
     the description's `grid` and `block`: pointers to the `inputs` in order, then the `sizes`
-    as 32-bit ints in order. Failures are data (``status`` ≠ ``ok``, ``time_ms`` NaN).
+    as 32-bit ints in order, then the `scalars` as 32-bit floats (`kernel_arguments`).
+    Failures are data (``status`` ≠ ``ok``, ``time_ms`` NaN).
 
     Args:
         description: The kernel description (``kind: cuda``).
@@ -182,6 +184,19 @@ def make_launch(desc: KernelDescription, config: Mapping[str, Any]) -> Callable[
     return _load(desc, built["cubin"], desc.launch(params))
 
 
+def kernel_arguments(desc: KernelDescription, pointers: Sequence[int]) -> tuple[Any, ...]:
+    """The CUDA calling convention: the `inputs`' device pointers in order, then the `sizes`
+    passed to the kernel as 32-bit ints in order, then the `scalars` as 32-bit floats in
+    order (`__global__ void saxpy(const float* x, float* y, int n, float a)`)."""
+    import numpy as np
+
+    return (
+        *(np.uint64(p) for p in pointers),
+        *(np.int32(v) for v in desc.launch_sizes().values()),
+        *(np.float32(v) for v in desc.scalars.values()),
+    )
+
+
 def _load(
     desc: KernelDescription, cubin: bytes, dims: Mapping[str, tuple[int, ...]]
 ) -> Callable[[Mapping[str, Any]], None]:
@@ -193,7 +208,6 @@ def _load(
             f"CuPy loads CUDA C++ kernels and is not installed ({exc}): "
             "pip install 'ciq-tune[cuda]'"
         ) from exc
-    import numpy as np
     import torch
 
     torch.cuda.init()  # CuPy's module then loads into the primary context torch uses
@@ -202,7 +216,6 @@ def _load(
     kernel = module.get_function(str(desc.entry))
     grid = (*dims["grid"], 1, 1)[:3]
     block = (*dims.get("block", (1,)), 1, 1)[:3]
-    sizes = [np.int32(v) for v in desc.launch_sizes().values()]
     args_by_ptrs: dict[tuple[int, ...], tuple[Any, ...]] = {}
     streams: dict[int, Any] = {}
 
@@ -212,7 +225,7 @@ def _load(
         ptrs = tuple(t.data_ptr() for t in tensors.values())
         args = args_by_ptrs.get(ptrs)
         if args is None:
-            args = args_by_ptrs[ptrs] = (*(np.uint64(p) for p in ptrs), *sizes)
+            args = args_by_ptrs[ptrs] = kernel_arguments(desc, ptrs)
         # On torch's current stream, so that the launch is ordered with torch's work (events,
         # L2 flush) and can be captured into a CUDA graph (objectives.graph_timing).
         handle = torch.cuda.current_stream().cuda_stream

@@ -94,7 +94,7 @@ def _prepare(
     kernel = _load_kernel(str(desc.source), str(desc.entry))
     grid = desc.launch({**params})["grid"]
     # Sizes go by name: a description's key order is not part of its meaning.
-    return kernel, grid, {**desc.launch_sizes(), **params, **options}
+    return kernel, grid, {**desc.launch_sizes(), **desc.scalars, **params, **options}
 
 
 def make_launch(

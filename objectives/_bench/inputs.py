@@ -126,7 +126,7 @@ def reference_outputs(
 
     A ``"module:function"`` reference (the module is looked up next to the kernel source) is
     called with the non-output inputs as keyword arguments; any other text is a Python
-    expression over those inputs, the `sizes`, ``torch`` and ``math``.
+    expression over those inputs, the `sizes`, the `scalars`, ``torch`` and ``math``.
 
     Raises:
         ValueError: If the description has no reference or it gives the wrong number of tensors.
@@ -143,7 +143,7 @@ def reference_outputs(
             sys.path.insert(0, source_dir)
         value = getattr(importlib.import_module(module), name)(**args)
     else:
-        scope = {"torch": torch, "math": math, **desc.sizes, **args}
+        scope = {"torch": torch, "math": math, **desc.sizes, **desc.scalars, **args}
         value = eval(desc.reference, {"__builtins__": {}}, scope)
     values = list(value) if isinstance(value, (tuple, list)) else [value]
     if len(values) != len(desc.outputs):

@@ -67,3 +67,39 @@ def test_row_sum_on_gpu_checks_and_times():
     # 256 MiB read at 0.3–4 TB/s
     assert 0.06 < result["time_ms"] < 1.0
     assert result["rel_err"] < 1e-5
+
+
+SAXPY = Path(__file__).resolve().parents[2] / "examples" / "kernels" / "cuda" / "saxpy.yaml"
+
+
+def test_scalar_arguments_follow_pointers_and_sizes_and_reach_the_reference() -> None:
+    import numpy as np
+    import torch
+
+    from objectives._bench import reference_outputs
+    from objectives.cuda import kernel_arguments
+
+    desc = load_description(SAXPY)
+    args = kernel_arguments(desc, [11, 22, 33])
+    assert [type(a) for a in args] == [np.uint64] * 3 + [np.int32, np.float32]
+    assert [int(a) for a in args[:4]] == [11, 22, 33, 16777216] and float(args[4]) == 2.5
+    x, y = torch.ones(4), torch.full((4,), 3.0)
+    (out,) = reference_outputs(desc, {"x": x, "y": y, "out": torch.zeros(4)})
+    assert out.tolist() == [5.5] * 4
+
+
+@needs_nvcc
+def test_saxpy_with_a_float_scalar_compiles(tmp_path):
+    desc = load_description(SAXPY)
+    built = compile_candidate(desc, {"BLOCK": 128, "ITEMS": 2}, {}, cache=CompileCache(tmp_path))
+    assert built["cubin"] and built["registers"] > 0
+
+
+def test_a_scalar_may_not_shadow_a_size(tmp_path) -> None:
+    from ciq_tune.errors import DescriptionError
+
+    text = SAXPY.read_text().replace("scalars: {a: 2.5}", "scalars: {n: 2.5}")
+    (tmp_path / "saxpy.cu").write_text("// k\n")
+    (tmp_path / "saxpy.yaml").write_text(text)
+    with pytest.raises(DescriptionError, match=r"scalars \['n'\] also name a size"):
+        load_description(tmp_path / "saxpy.yaml")
