@@ -39,6 +39,7 @@ def main() -> None:
             metric="loss",
             mode="min",
             num_samples=-1,
+            max_concurrent_trials=2,  # one per CPU of ray.init(num_cpus=2)
         ),
         run_config=tune.RunConfig(name="asha", verbose=1),
     ).fit()

@@ -39,7 +39,12 @@ def main() -> None:
     )
     tune.Tuner(
         kernel_model,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, reuse_actors=True),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            num_samples=-1,
+            reuse_actors=True,
+            max_concurrent_trials=2,  # one per CPU of ray.init(num_cpus=2)
+        ),
         run_config=tune.RunConfig(name="pareto", verbose=1),
     ).fit()
     front = sorted(searcher.results().pareto_front(), key=lambda r: r.values["time_ms"])

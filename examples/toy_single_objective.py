@@ -34,7 +34,12 @@ def main() -> None:
     )
     tune.Tuner(
         objective,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, reuse_actors=True),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            num_samples=-1,
+            reuse_actors=True,
+            max_concurrent_trials=2,  # one per CPU of ray.init(num_cpus=2)
+        ),
         run_config=tune.RunConfig(name="toy", verbose=1),
     ).fit()
     results = searcher.results()

@@ -74,3 +74,25 @@ def test_compileiq_multi_objective_prints_a_pareto_front(tmp_path: Path) -> None
         scores.append((point["score_1"], point["score_2"]))
     for a in scores:  # no point of the front dominates another
         assert not any(b[0] <= a[0] and b[1] <= a[1] and b != a for b in scores)
+
+
+def test_readme_snippet_runs_its_trials_two_at_a_time(tmp_path: Path) -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    snippet = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "max_concurrent_trials=2" in snippet and "num_samples=200" in snippet
+    code = (
+        "import ray\nray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)\n"
+        + snippet.replace("num_samples=200", "num_samples=12")
+        + "\nprint('RESULT', len(grid), grid.num_errors, grid.get_best_result().config)\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
+    count, errors, best = line.split(" ", 3)[1:]
+    assert (int(count), int(errors)) == (12, 0)
+    config = ast.literal_eval(best)
+    assert config["label"] == "toy" and config["x"] * config["y"] <= 200
+    assert "one at a time" not in out.stderr  # max_concurrent_trials is set
