@@ -231,3 +231,32 @@ def test_tune_validates_a_timed_ptx_metric_through_ray(ray_cluster: None, tmp_pa
     assert {"controls": data["controls"]} == expected
     assert main(["apply", str(written)]) == 0
     assert main(["check", str(written), "--description", str(description)]) == 0
+
+
+def test_a_cuda_search_without_a_gpu_is_refused_before_it_starts() -> None:
+    from ciq_tune.cli.tune import require_gpu_for_cuda
+    from ciq_tune.errors import CiqTuneError
+
+    with pytest.raises(CiqTuneError, match="kind 'cuda' launches its kernel on a CUDA GPU"):
+        require_gpu_for_cuda("cuda", 0)
+    require_gpu_for_cuda("cuda", 1)
+    require_gpu_for_cuda("ptx", 0)
+
+
+def test_failure_summary_counts_each_status_and_keeps_its_first_cause() -> None:
+    from ciq_tune.cli.tune import failure_summary
+
+    def record(status: str, error: str) -> Any:
+        return SimpleNamespace(status=status, info={"error": error})
+
+    records = [
+        record("ok", ""),
+        record("timeout", "run exceeded its timeout of 30.0 s"),
+        record("compile_error", "ptxas info\nptxas fatal   : Missing .version directive"),
+        record("timeout", "run exceeded its timeout of 31.0 s"),
+    ]
+    assert failure_summary(records) == (
+        "3 of 4 failed: timeout 2 (first: run exceeded its timeout of 30.0 s); "
+        "compile_error 1 (first: ptxas fatal   : Missing .version directive)"
+    )
+    assert failure_summary(records[:1]) == ""

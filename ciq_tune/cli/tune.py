@@ -178,6 +178,7 @@ def _tune(args: argparse.Namespace) -> int:
     try:
         pool = benchmark_pool(desc.kind, args.benchmark)
         placement = place_trials(desc.kind, args.trials_per_gpu, staged=pool is not None)
+        require_gpu_for_cuda(desc.kind, placement.gpus)
         tuner, searcher = kernel_tuner(
             kernel_trainable(desc, benchmark=pool),
             placement,
@@ -223,6 +224,16 @@ def progress_callbacks(desc: Any, budget: int, quiet: bool) -> list[Any]:
     if quiet:
         return []
     return [ProgressCallback(Progress(desc.metric, desc.mode, budget=budget))]
+
+
+def require_gpu_for_cuda(kind: str, gpus: int) -> None:
+    """A CUDA C++ search on a cluster without GPUs would fail every trial: say so first."""
+    if kind == "cuda" and gpus < 1:
+        raise CiqTuneError(
+            "kind 'cuda' launches its kernel on a CUDA GPU and this Ray cluster has none "
+            "(every trial would end 'no CUDA GPU visible'); run on a GPU machine (--address) "
+            "or search the kernel's compile statistics as kind: ptx (docs/kernels.md)"
+        )
 
 
 def check_num_cpus(num_cpus: int | None) -> None:
