@@ -1,0 +1,161 @@
+"""Issue 12 must-show: what MLflow tracking costs a search's Tune loop.
+
+    python -m bench.tracking_overhead [--budget 40] [--tracking mlflow]
+
+Runs the PTX demo's search (examples/kernels/ptx/spill.yaml, 2 trials at a time on 2 CPUs)
+with `searchers.tracking.tracking_callbacks` into a fresh sqlite store. Each tracking callback
+is wrapped in a timer, so the time the Tune loop spends inside tracking hooks is measured
+directly (the end-of-experiment flush included), not inferred from two noisy wall times. Prints
+one JSON line: wall time of `fit()`, seconds inside tracking hooks, their share of the wall
+time, the slowest hook call, and how many of Ray's "may be a performance bottleneck" warnings
+were logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray import tune
+
+from ciq_tune import CompileIQSearcher
+from ciq_tune.tracking import TrackingConfig
+from objectives import load_description
+from objectives import make_search_space
+from objectives import make_trainable
+from objectives import starting_points
+from searchers.tracking import tracking_callbacks
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kernels" / "ptx" / "spill.yaml"
+
+
+class TimedCallback(tune.Callback):
+    """Forwards every hook to `inner` and adds up the seconds spent in it."""
+
+    IS_CALLBACK_CONTAINER = True
+
+    def __init__(self, inner: tune.Callback) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.slowest = 0.0
+
+    def _timed(self, hook: str, **info: Any) -> None:
+        started = time.perf_counter()
+        getattr(self.inner, hook)(**info)
+        spent = time.perf_counter() - started
+        self.seconds += spent
+        self.slowest = max(self.slowest, spent)
+
+    def setup(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("setup", **info)
+
+    def on_step_begin(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_step_begin", **info)
+
+    def on_step_end(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_step_end", **info)
+
+    def on_trial_start(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_trial_start", **info)
+
+    def on_trial_restore(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_trial_restore", **info)
+
+    def on_trial_save(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_trial_save", **info)
+
+    def on_trial_result(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_trial_result", **info)
+
+    def on_trial_complete(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_trial_complete", **info)
+
+    def on_trial_recover(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_trial_recover", **info)
+
+    def on_trial_error(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_trial_error", **info)
+
+    def on_checkpoint(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_checkpoint", **info)
+
+    def on_experiment_end(self, **info: Any) -> None:  # type: ignore[override]
+        self._timed("on_experiment_end", **info)
+
+
+class _Count(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "bottleneck" in record.getMessage():
+            self.count += 1
+
+
+def measure(budget: int, backend: str) -> dict[str, Any]:
+    desc = load_description(EXAMPLE)
+    space = make_search_space(desc)
+    out = Path(tempfile.mkdtemp(prefix="ciq-tracking-"))
+    timed = [
+        TimedCallback(c)
+        for c in tracking_callbacks(
+            TrackingConfig(backend=backend),  # type: ignore[arg-type]
+            run_dir=out,
+            search_name=desc.name,
+        )
+    ]
+    warnings = _Count()
+    logging.getLogger("ray.tune.utils.util").addHandler(warnings)
+    searcher = CompileIQSearcher(
+        space=space,
+        metric=desc.metric,
+        mode=desc.mode,
+        max_evaluations=budget,
+        seed=0,
+        points_to_evaluate=starting_points(desc, space),
+    )
+    started = time.perf_counter()
+    grid = tune.Tuner(
+        make_trainable(desc),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, num_samples=-1, max_concurrent_trials=2, reuse_actors=True
+        ),
+        run_config=tune.RunConfig(
+            name=desc.name, storage_path=str(out / "ray"), verbose=0, callbacks=timed
+        ),
+    ).fit()
+    wall = time.perf_counter() - started
+    inside = sum(c.seconds for c in timed)
+    return {
+        "tracking": backend,
+        "evaluations": len(grid),
+        "wall_s": round(wall, 1),
+        "tracking_hooks_s": round(inside, 2),
+        "tracking_share_pct": round(100 * inside / wall, 2),
+        "slowest_hook_s": round(max((c.slowest for c in timed), default=0.0), 3),
+        "bottleneck_warnings": warnings.count,
+        "store": str(out / "mlflow.db"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=40)
+    parser.add_argument("--tracking", choices=["mlflow", "log"], default="mlflow")
+    args = parser.parse_args()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        print(json.dumps(measure(args.budget, args.tracking)), flush=True)
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
