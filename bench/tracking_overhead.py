@@ -128,7 +128,11 @@ def measure(budget: int, backend: str) -> dict[str, Any]:
             search_alg=searcher, num_samples=-1, max_concurrent_trials=2, reuse_actors=True
         ),
         run_config=tune.RunConfig(
-            name=desc.name, storage_path=str(out / "ray"), verbose=0, callbacks=timed
+            # Tune appends its own callbacks to the list it is given: pass a copy.
+            name=desc.name,
+            storage_path=str(out / "ray"),
+            verbose=0,
+            callbacks=list(timed),
         ),
     ).fit()
     wall = time.perf_counter() - started
