@@ -178,7 +178,7 @@ def _tune(args: argparse.Namespace) -> int:
     try:
         pool = benchmark_pool(desc.kind, args.benchmark)
         placement = place_trials(desc.kind, args.trials_per_gpu, staged=pool is not None)
-        require_gpu_for_cuda(desc.kind, placement.gpus)
+        require_gpu_for_cuda(desc.kind, int(ray.cluster_resources().get("GPU", 0)))
         tuner, searcher = kernel_tuner(
             kernel_trainable(desc, benchmark=pool),
             placement,
