@@ -1,6 +1,9 @@
-"""Issue 2 must-show: the toy x² + y reaches its optimum 2.0 within 200 evaluations per seed.
+"""Issue 2 and 13 must-shows: the toy x² + y reaches its optimum 2.0 within 200 evaluations.
 
     python -m bench.core_toy --seeds 20 --budget 200 [--through-tune 3]
+    python -m bench.core_toy --wide --seeds 20 --budget 200 --through-tune 20   # issue 13
+
+`--wide` widens x to `range(1.0, 200.0, 0.5)` (399 values), issue 13's toy.
 
 Runs the default engine (GA) directly for every seed and, optionally, the first few seeds
 through Ray Tune with CompileIQSearcher, and prints evaluations-to-optimum per seed.
@@ -20,6 +23,7 @@ SPACE = {
     "y": ss.choice([1, 2, 3]),
     "z": ss.literal("flag", knockout_prob=0.5),
 }
+WIDE_SPACE = {**SPACE, "x": ss.range(1.0, 200.0, 0.5)}
 OPTIMUM = 2.0
 
 
@@ -27,9 +31,11 @@ def toy(config: dict) -> float:
     return config["x"] ** 2 + config["y"]
 
 
-def evals_to_optimum_engine(seed: int, budget: int, strategy: str = "auto") -> int | None:
+def evals_to_optimum_engine(
+    seed: int, budget: int, strategy: str = "auto", space: dict | None = None
+) -> int | None:
     engine = create_engine(
-        strategy, SPACE, "score", budget=Budget(max_evaluations=budget), seed=seed
+        strategy, space or SPACE, "score", budget=Budget(max_evaluations=budget), seed=seed
     )
     count = 0
     while not engine.finished:
@@ -44,13 +50,13 @@ def evals_to_optimum_engine(seed: int, budget: int, strategy: str = "auto") -> i
     return None
 
 
-def evals_to_optimum_tune(seed: int, budget: int) -> int | None:
+def evals_to_optimum_tune(seed: int, budget: int, space: dict | None = None) -> int | None:
     from ray import tune
 
     from ciq_tune import CompileIQSearcher
 
     searcher = CompileIQSearcher(
-        space=SPACE, metric="score", mode="min", max_evaluations=budget, seed=seed
+        space=space or SPACE, metric="score", mode="min", max_evaluations=budget, seed=seed
     )
     tune.Tuner(
         lambda c: {"score": toy(c)},
@@ -69,9 +75,12 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=200)
     parser.add_argument("--through-tune", type=int, default=0, help="seeds also run in Tune")
     parser.add_argument("--strategy", default="auto", help="engine strategy (default: auto)")
+    parser.add_argument("--wide", action="store_true", help="x over 1…200 in half steps")
     args = parser.parse_args()
+    space = WIDE_SPACE if args.wide else SPACE
     found = [
-        evals_to_optimum_engine(seed, args.budget, args.strategy) for seed in range(args.seeds)
+        evals_to_optimum_engine(seed, args.budget, args.strategy, space)
+        for seed in range(args.seeds)
     ]
     hits = [n for n in found if n is not None]
     print(f"engine: optimum reached in {len(hits)}/{args.seeds} seeds within {args.budget} evals")
@@ -82,7 +91,11 @@ def main() -> None:
         import ray
 
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-        tuned = [evals_to_optimum_tune(seed, args.budget) for seed in range(args.through_tune)]
+        tuned = [
+            evals_to_optimum_tune(seed, args.budget, space) for seed in range(args.through_tune)
+        ]
+        reached = sum(n is not None for n in tuned)
+        print(f"tune:   optimum reached in {reached}/{args.through_tune} seeds")
         print(f"tune:   evaluations to optimum per seed: {tuned}")
         print(f"tune:   same as the engine for these seeds: {tuned == found[: args.through_tune]}")
 
