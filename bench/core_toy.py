@@ -91,9 +91,10 @@ def main() -> None:
         import ray
 
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-        tuned = [
-            evals_to_optimum_tune(seed, args.budget, space) for seed in range(args.through_tune)
-        ]
+        tuned = []
+        for seed in range(args.through_tune):
+            tuned.append(evals_to_optimum_tune(seed, args.budget, space))
+            print(f"tune:   seed {seed}: evaluations to optimum {tuned[-1]}", flush=True)
         reached = sum(n is not None for n in tuned)
         print(f"tune:   optimum reached in {reached}/{args.through_tune} seeds")
         print(f"tune:   evaluations to optimum per seed: {tuned}")
