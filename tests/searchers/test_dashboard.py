@@ -35,41 +35,60 @@ def _get(url: str, token: str | None) -> tuple[int, bytes]:
         return exc.code, b""
 
 
+# Runs in its own interpreter: the dashboard needs a Ray of its own (the full tier's shared Ray
+# starts without one), and this process's Ray must stay the shared one.
+DASHBOARD_RUN = """
+import json, subprocess, sys
+import ray
+from ray import tune
+from ciq_tune import CompileIQSearcher
+
+context = ray.init(num_cpus=2, include_dashboard=True, log_to_driver=False)
+try:
+    token = subprocess.run(
+        [sys.executable, "-m", "ray.scripts.scripts", "get-auth-token"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+
+    def spill(config):
+        return {"spill_bytes": config["x"]}
+
+    tune.Tuner(
+        spill,
+        param_space={"x": tune.randint(0, 100)},
+        tune_config=tune.TuneConfig(
+            search_alg=CompileIQSearcher(seed=0), metric="spill_bytes", mode="min",
+            num_samples=2, max_concurrent_trials=2,
+        ),
+        run_config=tune.RunConfig(storage_path=sys.argv[1], name="dash", verbose=0),
+    ).fit()
+    started = {"url": "http://" + context.dashboard_url, "token": token}
+    print("DASHBOARD " + json.dumps(started), flush=True)
+    sys.stdin.read()  # keep Ray and its dashboard up until the test has asked
+finally:
+    ray.shutdown()
+"""
+
+
+@pytest.mark.ray
 def test_dashboard_needs_the_token_and_shows_the_trial_actors(tmp_path: Path) -> None:
-    import ray
-    from ray import tune
-
-    from ciq_tune import CompileIQSearcher
-
-    context = ray.init(num_cpus=2, include_dashboard=True, log_to_driver=False)
+    run = subprocess.Popen(
+        [sys.executable, "-c", DASHBOARD_RUN, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        url = f"http://{context.dashboard_url}"
-        token = subprocess.run(
-            [sys.executable, "-m", "ray.scripts.scripts", "get-auth-token"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-
-        def spill(config: dict) -> dict:
-            return {"spill_bytes": config["x"]}
-
-        tune.Tuner(
-            spill,
-            param_space={"x": tune.randint(0, 100)},
-            tune_config=tune.TuneConfig(
-                search_alg=CompileIQSearcher(seed=0),
-                metric="spill_bytes",
-                mode="min",
-                num_samples=2,
-                max_concurrent_trials=2,
-            ),
-            run_config=tune.RunConfig(storage_path=str(tmp_path), name="dash", verbose=0),
-        ).fit()
+        assert run.stdout is not None
+        # Tune prints its own lines to stdout too: the address is on the marked one.
+        line = next((x for x in run.stdout if x.startswith("DASHBOARD ")), None)
+        assert line, "the dashboard run ended before printing its address (see its stderr)"
+        started = json.loads(line.removeprefix("DASHBOARD "))
+        url, token = started["url"], started["token"]
         assert _get(f"{url}/api/v0/actors", None)[0] == 401
         status, body = _get(f"{url}/api/v0/actors?limit=1000", token)
         assert status == 200
         actors = json.loads(body)["data"]["result"]["result"]
         assert any(a.get("class_name") == "ImplicitFunc" for a in actors)
     finally:
-        ray.shutdown()
+        run.communicate(input="", timeout=120)
