@@ -36,7 +36,8 @@ def _rows(path: Path) -> int:
 
 def test_sigint_exits_130_with_the_tables_count_and_resume_finishes(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    budget = 30
+    # Large enough that Ctrl+C lands mid-search: an idle 2-core machine runs ~6 PTX evaluations/s.
+    budget = 150
     command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(EXAMPLE), "--budget", str(budget)]
     command += ["--num-cpus", "2", "--tracking", "none", "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
