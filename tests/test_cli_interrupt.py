@@ -45,8 +45,12 @@ def test_sigint_exits_130_with_the_tables_count_and_resume_finishes(tmp_path: Pa
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
     deadline = time.monotonic() + 600
+    started: float | None = None  # when Tune created its folder
     while proc.poll() is None and time.monotonic() < deadline:
-        if (out / "ray").exists() and _finished_trials(out) >= 4:
+        if started is None and (out / "ray").exists():
+            started = time.monotonic()
+        # Tune may write result.json files late, so a few seconds of search also count.
+        if started is not None and (_finished_trials(out) >= 4 or time.monotonic() - started > 6):
             break
         time.sleep(0.2)
     assert proc.poll() is None, "the run ended before it could be interrupted"
