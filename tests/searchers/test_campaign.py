@@ -96,7 +96,10 @@ def test_triton_searches_compile_in_trials_and_share_one_benchmark_server(ray_cl
     if ray.cluster_resources().get("CPU", 0) < 3:
         # Seen on the 2-CPU shared Ray: the server held one CPU, one search's Tuner reserved the
         # other for a trial it did not start, and the second search waited for it (> 10 min).
-        pytest.skip("needs >= 3 Ray CPUs: one per benchmark server and one per search's trial")
+        # A known defect of issue 16 (left open), not only a size limit: this test would hang CI.
+        pytest.skip(
+            "needs >= 3 Ray CPUs: on 2, per-GPU servers + two searches deadlock (issue 16, open)"
+        )
     searches = [
         SearchSpec(description=_scale(tmp_path), budget=3, name="scale-a"),
         SearchSpec(description=_scale(tmp_path), budget=3, seed=1, name="scale-b"),
