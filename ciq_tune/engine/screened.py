@@ -12,13 +12,12 @@ classifier of "good or not" over pattern moves follows Helion's `LFBOTreeSearch`
 et al., ICML 2022, "A general recipe for likelihood-free Bayesian optimization").
 
 In a space with a wide parameter (more than `WIDE_VALUES` values, or continuous), a
-`polish_share` of each generation polishes the best configuration inside a trust region
-(Eriksson et al., NeurIPS 2019, TuRBO): pattern moves no longer than `reach` x each range,
-screened by the same model. The reach doubles after two generations that improve the best and
-halves after two that do not; below `MIN_REACH` the region restarts at `MAX_REACH`. The model's
-kernels are as wide as a share of the range (they generalise across a wide range), so it cannot
-tell one step from the next near the optimum; the shrinking reach does (a 1000-value range is
-resolved to one step in about ten halvings).
+`polish_share` of each generation polishes the best configuration by compass search, unscreened
+(`engine/coordinate_search.py`: one step size per parameter, doubled after a move along it
+found a new best, halved once both of its moves were tried without one). The model's kernels
+are as wide as a share of the range (they generalise across a wide range), so it cannot tell
+one step from the next near the optimum; the per-parameter steps do (a 1000-value range is
+resolved to one step in about seven halvings).
 
 After `explore_after` generations without a new best, a binomial `explore_share` of each
 generation is evaluated unscreened: the model only passes candidates near the basin it
@@ -38,19 +37,13 @@ from pymoo.core.population import Population
 
 from ciq_tune.engine.base import Candidate
 from ciq_tune.engine.config import EngineConfig
+from ciq_tune.engine.coordinate_search import CompassSearch
 from ciq_tune.engine.ga import GA
 from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
 from ciq_tune.engine.parzen import ParzenEstimator
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.space.space import Genes
 
-# Trust region of the polishing moves, as a fraction of each range: its start (and restart)
-# and the size below which it has converged (a step of a 1000-value range).
-MAX_REACH = 0.5
-MIN_REACH = 1e-3
-# Generations in a row that improve (or do not improve) the best before the reach doubles (or
-# halves): TuRBO's success and failure tolerances.
-REACH_PATIENCE = 2
 # A parameter with more values than this (or a continuous one) is wide: one step of it is
 # narrower than the model's kernels, so spaces with one are polished (short lists are not: on
 # the recorded kernel spaces polishing costs evaluations the model spends better).
@@ -118,50 +111,17 @@ class ScreenedGA(GA):
             self._pattern = PatternMove()
         return self._parzen
 
-    # Trust region of the polishing moves (JSON-safe strategy state).
-    _reach: float = MAX_REACH
-    _reach_wins: int = 0
-    _reach_losses: int = 0
-    _reach_best: float | None = None
-    _reach_generation: int = -1
-
-    def _update_reach(self) -> None:
-        """Once per generation: grow the trust region after improvements, shrink it after
-        generations without one, restart it once it has converged."""
-        if self.generation == self._reach_generation:
-            return
-        self._reach_generation = self.generation
-        good, _ = self._split()
-        best = float(np.sum(good[0].minimised(self.objectives))) if good else None
-        improved = best is not None and (self._reach_best is None or best < self._reach_best)
-        self._reach_best = best
-        if improved:
-            self._reach_wins, self._reach_losses = self._reach_wins + 1, 0
-            if self._reach_wins >= REACH_PATIENCE:
-                self._reach, self._reach_wins = min(2 * self._reach, MAX_REACH), 0
-        else:
-            self._reach_wins, self._reach_losses = 0, self._reach_losses + 1
-            if self._reach_losses >= REACH_PATIENCE:
-                self._reach, self._reach_losses = self._reach / 2, 0
-                if self._reach < MIN_REACH:
-                    self._reach = MAX_REACH
+    def _compass_search(self) -> CompassSearch:
+        if getattr(self, "_compass", None) is None:
+            self._compass = CompassSearch(self.space)
+        return self._compass
 
     def _strategy_state(self) -> dict[str, Any]:
-        return {
-            "reach": self._reach,
-            "reach_wins": self._reach_wins,
-            "reach_losses": self._reach_losses,
-            "reach_best": self._reach_best,
-            "reach_generation": self._reach_generation,
-        }
+        return {"compass": self._compass_search().state()}
 
     def _load_strategy_state(self, state: Mapping[str, Any]) -> None:
-        if state:
-            self._reach = float(state["reach"])
-            self._reach_wins = int(state["reach_wins"])
-            self._reach_losses = int(state["reach_losses"])
-            self._reach_best = state["reach_best"]
-            self._reach_generation = int(state["reach_generation"])
+        if state.get("compass"):
+            self._compass_search().load_state(state["compass"])
 
     def _offspring(self, n: int) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
@@ -169,12 +129,11 @@ class ScreenedGA(GA):
         if self._stagnant >= config.explore_after:
             # Binomial, so a steady-state request for one candidate explores at the same rate.
             explore = int(self.rng.binomial(n, config.explore_share))
-        self._update_reach()
         wide = any(p.cardinality() > WIDE_VALUES for p in self.space.params)
         share = config.polish_share * (n - explore) if wide else 0.0
         n_polish = int(share) + int(self.rng.random() < share - int(share))
         # Polishing moves are not screened: near the optimum the model's kernels are wider than
-        # the moves, and the trust region, not the model, resolves the last steps.
+        # the moves, and the compass search's steps, not the model, resolve the last values.
         out = [c for g in self._polish(n_polish) if (c := self._make_candidate(g, "offspring"))]
         n_screened = n - explore - len(out)
         out += self._screened(self._draw(n_screened * config.screen_factor), n_screened)
@@ -195,15 +154,11 @@ class ScreenedGA(GA):
         return out
 
     def _polish(self, n: int) -> list[Genes]:
-        """About `n` new feasible pattern moves around the best, within the trust region."""
+        """About `n` new compass-search poll points around the best."""
         good, _ = self._split()
         if not good or n == 0:
             return []
-        self._model()
-        X = np.array([list(good[0].genes)] * n, dtype=object)
-        mutation = PatternMove(reach=self._reach)
-        moved = mutation.do(self.problem, Population.new("X", X), random_state=self.rng)
-        return self._new_genes([tuple(r) for r in moved.get("X")])
+        return self._compass_search().poll(good[0].genes, n, self._new_genes, self.rng)
 
     def _draw(self, n: int) -> list[Genes]:
         """About `n` distinct feasible genes never proposed, from the three sources."""

@@ -8,8 +8,9 @@ A primitive maps between a user-facing *value* and a *gene*, the engine's repres
 - a knocked-out parameter (CompileIQ's `knockout_prob`: the parameter is left out of the
   configuration, e.g. a compiler flag not passed) has the gene `None`.
 
-Engine code only calls the methods below (`sample`, `mutate`, `neighbors`, `encode`, `decode`,
-`cardinality`, `default`, `to_unit`) and never switches on the primitive's type.
+Engine code only calls the methods below (`sample`, `mutate`, `local_move`, `shift`,
+`neighbors`, `encode`, `decode`, `cardinality`, `default`, `to_unit`) and never switches on the
+primitive's type.
 """
 
 from __future__ import annotations
@@ -114,6 +115,19 @@ class Parameter(ABC):
             return gene
         return self._value_local_move(gene, rng, reach)
 
+    def shift(self, gene: Gene, offset: float) -> Gene:
+        """An ordered value moved by `offset` x its (log-)range, by at least one value for a
+        discrete parameter, clipped to the bounds (the coordinate step of a compass search).
+        Knocked-out genes and unordered values are returned unchanged.
+
+        Args:
+            gene: the gene to move.
+            offset: signed distance as a fraction of the (log-)range; 0 returns `gene`.
+        """
+        if gene is KNOCKED_OUT or not self.is_ordered or offset == 0:
+            return gene
+        return self._value_shift(gene, offset)
+
     def neighbors(self, gene: Gene, radius: int = 1) -> list[Gene]:
         """Genes at most `radius` steps away (ordinal) or all alternatives (categorical)."""
         if gene is KNOCKED_OUT:
@@ -192,6 +206,9 @@ class Parameter(ABC):
 
     @abstractmethod
     def _value_local_move(self, gene: Gene, rng: np.random.Generator, reach: float) -> Gene: ...
+
+    @abstractmethod
+    def _value_shift(self, gene: Gene, offset: float) -> Gene: ...
 
     @abstractmethod
     def _value_neighbors(self, gene: Gene, radius: int) -> list[Gene]: ...
@@ -276,6 +293,11 @@ class DiscreteParameter(Parameter):
         if target == gene:
             target = int(gene) + 1 if int(gene) + 1 < n else int(gene) - 1
         return target
+
+    def _value_shift(self, gene: Gene, offset: float) -> Gene:
+        n = len(self.values)
+        steps = round(offset * (n - 1)) or (1 if offset > 0 else -1)
+        return min(max(int(gene) + steps, 0), n - 1)  # type: ignore[arg-type]
 
     def _value_neighbors(self, gene: Gene, radius: int) -> list[Gene]:
         assert gene is not None
@@ -534,6 +556,11 @@ class Uniform(Parameter):
         scale = 10.0 ** rng.uniform(np.log10(_CONTINUOUS_FINEST_STEP), np.log10(reach))
         x = self._to_internal(_gene_value(gene)) + rng.normal(0.0, scale * (hi - lo))
         return self._from_internal(_reflect(x, lo, hi))
+
+    def _value_shift(self, gene: Gene, offset: float) -> Gene:
+        lo, hi = self._to_internal(self.low), self._to_internal(self.high)
+        x = self._to_internal(_gene_value(gene)) + offset * (hi - lo)
+        return self._from_internal(min(max(x, lo), hi))
 
     def _value_neighbors(self, gene: Gene, radius: int) -> list[Gene]:
         lo, hi = self._to_internal(self.low), self._to_internal(self.high)

@@ -99,3 +99,15 @@ def test_encode_rejects_values_outside_the_domain() -> None:
 def test_parameters_round_trip_through_dicts() -> None:
     for param in (ss.range(1, 9, 2, 0.1, 3, 5), ss.choice([1, "a"]), ss.uniform(1, 2, log=True)):
         assert ss.parameter_from_dict(param.to_dict()) == param
+
+
+def test_shift_moves_ordered_values_by_a_share_of_the_range() -> None:
+    wide = ss.range(0, 100)
+    assert wide.shift(50, 0.25) == 75
+    assert wide.shift(50, -0.001) == 49  # at least one value
+    assert wide.shift(95, 0.25) == 100  # clipped to the bound
+    log = ss.uniform(0.01, 100.0, log=True)
+    assert log.shift(1.0, 0.25) == pytest.approx(10.0)  # a quarter of four decades
+    assert log.shift(50.0, 0.5) == 100.0
+    assert ss.choice(["a", "b", "c"]).shift(1, 0.5) == 1  # unordered: unchanged
+    assert ss.range(0, 9, knockout_prob=0.5).shift(None, 0.5) is None  # knocked out: unchanged

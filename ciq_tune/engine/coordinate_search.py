@@ -1,0 +1,155 @@
+"""Compass search around the best configuration, one step size per parameter.
+
+The polishing half of the `screened` strategy on spaces with a wide parameter. It polls the
+best configuration's coordinate neighbours: each ordered parameter moved by + and - its own
+step (a fraction of its (log-)range, at least one value), every other value of a category and
+the knockout toggle. When the best moves (by a poll point or by any other proposal), each
+ordered parameter it moved gets a step of twice that move, and the pattern move that repeats
+the whole move twice as far is proposed first (Hooke & Jeeves, J. ACM 1961, accelerating); a
+parameter whose two moves were both tried without a new best has its step halved (compass
+search with per-coordinate expansion and contraction, Kolda, Lewis & Torczon, SIAM Review
+2003, sec. 3).
+
+Once every poll point at the finest steps has been tried, the best is a local optimum of the
+coordinate moves; the search then proposes nothing until the best changes (the screened
+proposals and the exploration on stagnation look elsewhere). Proposals are checked against
+everything proposed before (`is_new`), so the search never repeats an evaluation and, in a
+steady-state engine, does not poll a point that is still out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ciq_tune.space import SearchSpace
+from ciq_tune.space.space import Genes
+
+# First step of each ordered parameter, and its largest, as a fraction of the (log-)range.
+INITIAL_STEP = 0.125
+MAX_STEP = 0.5
+# Finest step of a continuous parameter, as a fraction of its (log-)range (the duplicate
+# tolerance of continuous spaces is 1e-6 of the range: finer steps could not be told apart).
+MIN_CONTINUOUS_STEP = 1e-5
+# Step halvings tried in one call before giving up on finding new poll points.
+MAX_HALVINGS = 64
+
+
+class CompassSearch:
+    """Per-parameter compass search around a moving centre (see the module docstring).
+
+    Args:
+        space: the search space.
+    """
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+        params = space.params
+        self._ordered = [p.is_ordered and p.cardinality() > 1 for p in params]
+        self._min_step = [
+            MIN_CONTINUOUS_STEP if p.is_continuous else 1.0 / max(p.cardinality() - 1, 1)
+            for p in params
+        ]
+        self.steps = [INITIAL_STEP] * len(params)
+        self.center: Genes | None = None
+        self._pattern: Genes | None = None
+
+    def poll(
+        self,
+        best: Genes,
+        n: int,
+        is_new: Callable[[list[Genes]], list[Genes]],
+        rng: np.random.Generator,
+    ) -> list[Genes]:
+        """Up to `n` new poll points around `best` (fewer once the search has converged).
+
+        Args:
+            best: genes of the best configuration so far.
+            n: how many points to propose.
+            is_new: the feasible, never-proposed genes among its argument, in order.
+            rng: the engine's generator (the order in which parameters are polled).
+        """
+        if n <= 0:
+            return []
+        self._move_center(tuple(best))
+        out: list[Genes] = []
+        if self._pattern is not None:
+            out += is_new([self._pattern])
+            self._pattern = None
+        for _ in range(MAX_HALVINGS):
+            points = self._points()
+            points = [points[i] for i in rng.permutation(len(points))]
+            fresh = is_new([g for _, g in points])
+            out += [g for g in fresh if g not in out]
+            if len(out) >= n:
+                break
+            tried = {j for j, g in points} - {j for j, g in points if g in fresh}
+            halved = False
+            for j in tried:
+                if self._ordered[j] and self.steps[j] > self._min_step[j] * (1 + 1e-9):
+                    self.steps[j] = max(self.steps[j] / 2, self._min_step[j])
+                    halved = True
+            if not halved:
+                break
+        return out[:n]
+
+    def _move_center(self, best: Genes) -> None:
+        """Follow a new best: widen the steps of the parameters it moved, and after a move
+        along one parameter queue the pattern move that repeats it."""
+        old = self.center
+        self.center = best
+        if old is None or old == best:
+            return
+        params = self.space.params
+        moved = [j for j, (a, b) in enumerate(zip(old, best, strict=True)) if a != b]
+        delta = {}
+        for j in moved:
+            if self._ordered[j] and old[j] is not None and best[j] is not None:
+                delta[j] = params[j].to_unit(best[j]) - params[j].to_unit(old[j])
+                self.steps[j] = min(MAX_STEP, max(2 * abs(delta[j]), self._min_step[j]))
+        if delta:
+            pattern = list(best)
+            for j, d in delta.items():
+                pattern[j] = params[j].shift(best[j], 2 * d)
+            self._pattern = tuple(pattern)
+
+    def _points(self) -> list[tuple[int, Genes]]:
+        """(parameter, genes) of every coordinate move from the centre at the current steps."""
+        assert self.center is not None
+        center = self.center
+        out: list[tuple[int, Genes]] = []
+        for j, param in enumerate(self.space.params):
+            if param.cardinality() <= 1:
+                continue
+            genes: list[Any] = []
+            if self._ordered[j] and center[j] is not None:
+                genes += [param.shift(center[j], s * self.steps[j]) for s in (1.0, -1.0)]
+                if param.knockout_prob is not None:
+                    genes.append(None)
+            else:
+                genes += param.neighbors(center[j])
+            for gene in genes:
+                if gene != center[j]:
+                    out.append((j, (*center[:j], gene, *center[j + 1 :])))
+        return out
+
+    # -- state ---------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {
+            "steps": list(self.steps),
+            "center": None if self.center is None else list(self.center),
+            "pattern": None if self._pattern is None else list(self._pattern),
+        }
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        self.steps = [float(s) for s in state["steps"]]
+        self.center = _genes(state["center"])
+        self._pattern = _genes(state["pattern"])
+
+
+def _genes(value: Sequence[Any] | None) -> Genes | None:
+    return None if value is None else tuple(value)
