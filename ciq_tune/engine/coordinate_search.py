@@ -11,7 +11,8 @@ search with per-coordinate expansion and contraction, Kolda, Lewis & Torczon, SI
 2003, sec. 3).
 
 Once every poll point at the finest steps has been tried, the best is a local optimum of the
-coordinate moves; the search then proposes nothing until the best changes (the screened
+coordinate moves; the search then moves pairs of parameters together (the corners), and once
+those are tried too it proposes nothing until the best changes (the screened
 proposals and the exploration on stagnation look elsewhere). Proposals are checked against
 everything proposed before (`is_new`), so the search never repeats an evaluation and, in a
 steady-state engine, does not poll a point that is still out.
@@ -80,6 +81,7 @@ class CompassSearch:
         if self._pattern is not None:
             out += is_new([self._pattern])
             self._pattern = None
+        fresh: list[Genes] = []
         for _ in range(MAX_HALVINGS):
             points = self._points()
             points = [points[i] for i in rng.permutation(len(points))]
@@ -95,6 +97,12 @@ class CompassSearch:
                     halved = True
             if not halved:
                 break
+        if not fresh and len(out) < n:
+            # The coordinate moves are used up: a coordinate-wise minimum of a tilted valley is
+            # not always its minimum on a grid, so try moving two parameters at once.
+            corners = self._corner_points()
+            corners = [corners[i] for i in rng.permutation(len(corners))]
+            out += [g for g in is_new(corners) if g not in out]
         return out[:n]
 
     def _move_center(self, best: Genes) -> None:
@@ -135,6 +143,22 @@ class CompassSearch:
             for gene in genes:
                 if gene != center[j]:
                     out.append((j, (*center[:j], gene, *center[j + 1 :])))
+        return out
+
+    def _corner_points(self) -> list[Genes]:
+        """Every pair of ordered parameters moved together by their steps (4 per pair)."""
+        assert self.center is not None
+        center, params = self.center, self.space.params
+        present = [j for j, o in enumerate(self._ordered) if o and center[j] is not None]
+        out: list[Genes] = []
+        for a, i in enumerate(present):
+            for j in present[a + 1 :]:
+                for si, sj in ((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0)):
+                    genes = list(center)
+                    genes[i] = params[i].shift(center[i], si * self.steps[i])
+                    genes[j] = params[j].shift(center[j], sj * self.steps[j])
+                    if genes[i] != center[i] and genes[j] != center[j]:
+                        out.append(tuple(genes))
         return out
 
     # -- state ---------------------------------------------------------------------------------

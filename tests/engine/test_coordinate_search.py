@@ -68,3 +68,14 @@ def test_continuous_steps_follow_the_log_scale_and_state_round_trips() -> None:
     assert restored.state() == search.state()
     again = restored.poll((1.0,), 2, Archive(), np.random.default_rng(2))
     assert again == search.poll((1.0,), 2, Archive(), np.random.default_rng(2))
+
+
+def test_after_the_coordinate_moves_the_corners_of_parameter_pairs_are_tried() -> None:
+    space = SearchSpace({"x": ss.range(0, 10), "y": ss.range(0, 10)})
+    search, archive, rng = CompassSearch(space), Archive(), np.random.default_rng(0)
+    archive.seen.add((5, 5))
+    polled = [archive.propose(search.poll((5, 5), 2, archive, rng)) for _ in range(20)]
+    corners = {(4, 4), (4, 6), (6, 4), (6, 6)}
+    assert corners <= archive.seen
+    first_corner = min(i for i, p in enumerate(polled) if corners & set(p))
+    assert {(4, 5), (6, 5), (5, 4), (5, 6)} <= set().union(*polled[: first_corner + 1])
