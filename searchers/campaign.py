@@ -5,7 +5,9 @@ Every search (a description, optionally at one shape) runs as its own Ray task, 
 trials on the cluster's CPUs like any search, and staged kinds share one set of per-GPU
 benchmark servers (`searchers.benchmark_pool`), so GPUs are shared through Ray's placement and
 no single driver bounds the campaign's evaluations per second. A search that crashes fails
-alone; one that hangs is cancelled at its time limit; the others run to their full budgets.
+alone; one that reaches its time limit is stopped by its own Tune driver (its trials ended,
+their resources freed, its evaluations kept), and one whose driver hangs past that limit is
+cancelled; the others run to their full budgets.
 
 Outputs, in one folder: ``campaign.csv`` and ``campaign.json`` (one row per search: status,
 evaluations, best and baseline values, evaluations/s), ``<name>/evaluations.csv`` per search,
@@ -35,6 +37,7 @@ from pydantic import BaseModel
 from pydantic import ConfigDict
 from pydantic import Field
 from ray import tune
+from ray.tune.stopper import TimeoutStopper
 
 from ciq_tune.tracking import ARTIFACTS_DIR
 from ciq_tune.tracking import TrackingConfig
@@ -56,6 +59,9 @@ TABLE = "campaign.csv"
 """The campaign's table of searches, in its output folder."""
 PROGRESS = "progress.json"
 """Per-search progress, rewritten while the campaign runs."""
+CANCEL_GRACE_S = 60.0
+"""Seconds past its time limit before a search whose Tune driver did not stop is cancelled
+(Tune starts the limit's clock once its setup is done and then stops the trials)."""
 SEARCH_STATUSES = ("done", "crash", "timeout")
 # Seconds between progress reports.
 _REPORT_S = 10.0
@@ -116,8 +122,9 @@ class CampaignConfig(BaseModel):
         tracking: ``"mlflow"`` (one experiment named `name`, a run per search and per trial,
             in ``OUT/mlflow.db``), ``"log"`` or ``"none"``.
         name: Campaign name (the MLflow experiment).
-        search_timeout_s: Wall-clock limit per search, after which it is cancelled and
-            recorded as ``timeout`` (None: no limit).
+        search_timeout_s: Wall-clock limit per search, after which its trials are stopped
+            and it is recorded as ``timeout`` with the evaluations it finished (None: no
+            limit).
         trials_per_search: Trials at a time per search (default: the cluster's trial slots
             shared evenly between the searches).
         trials_per_gpu: Trials sharing a GPU where candidates are timed in-trial (default 1).
@@ -307,6 +314,7 @@ def run_search(
     trials_at_a_time = min(trials_at_a_time, placement.max_concurrent_trials)
     placement = dataclasses.replace(placement, max_concurrent_trials=trials_at_a_time)
     tracking = TrackingConfig(backend=config.tracking, experiment_name=config.name)
+    limit_s = spec.time_limit_s or config.search_timeout_s
     tuner, searcher = kernel_tuner(
         _objective(spec, name, desc, benchmark),
         placement,
@@ -320,6 +328,9 @@ def run_search(
             name=name,
             storage_path=str(out / "ray"),
             verbose=0,
+            # Tune ends the trials (a hung one too) and releases their placement groups; a
+            # cancelled task would leave them reserved until the driver exits.
+            stop=None if limit_s is None else TimeoutStopper(limit_s),
             callbacks=[
                 *tracking_callbacks(tracking, run_dir=out, search_name=name),
                 _Progress(progress, name, desc.metric),
@@ -345,7 +356,7 @@ def run_search(
         "description": str(spec.description),
         "shape": None if spec.shape is None else json.dumps(spec.shape),
         "kind": desc.kind,
-        "status": "done",
+        "status": "done" if limit_s is None or wall_s < limit_s else "timeout",
         "budget": spec.budget,
         "evaluations": len(results.records),
         "ok": len(ok),
@@ -358,6 +369,9 @@ def run_search(
         "statuses": json.dumps(dict(Counter(r.status for r in results.records))),
         "error": _first_error(results.records, trials),
     }
+    if row["status"] == "timeout":
+        stopped = f"stopped at its time limit of {limit_s:g} s"
+        row["error"] = f"{stopped}; {row['error']}" if row["error"] else stopped
     if row["baseline"] and row["best"] is not None:
         row["improvement_pct"] = round(
             100.0 * sign * (row["baseline"] - row["best"]) / abs(row["baseline"]), 3
@@ -395,6 +409,9 @@ def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list
     out.mkdir(parents=True, exist_ok=True)
     names = search_names(searches)
     descs = [_description(s) for s in searches]
+    if config.tracking == "mlflow":
+        # Created here, once: searches that each found no store would race to create it.
+        ensure_experiment(sqlite_uri(out), config.name, out / ARTIFACTS_DIR)
     pool = None
     staged = [uses_benchmark_pool(d.kind, config.benchmark) for d in descs]
     if any(staged):
@@ -404,36 +421,39 @@ def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list
         pool = start_benchmark_pool(kinds.pop())
     slots = placement_on_cluster("ptx").max_concurrent_trials - (len(pool.servers) if pool else 0)
     per_search = config.trials_per_search or max(1, math.ceil(slots / len(searches)))
-    if config.tracking == "mlflow":
-        # Created here, once: searches that each found no store would race to create it.
-        ensure_experiment(sqlite_uri(out), config.name, out / ARTIFACTS_DIR)
     progress: Any = (
         ray.remote(ProgressBoard)
         .options(num_cpus=0)
         .remote({n: d.mode for n, d in zip(names, descs, strict=True)})
     )
-    task: Any = ray.remote(run_search)  # type: ignore[arg-type]
-    refs = {
-        task.options(name=f"search:{name}", num_cpus=0, max_retries=0).remote(
-            spec,
-            name,
-            config,
-            benchmark=pool if use_pool else None,
-            trials_at_a_time=per_search,
-            progress=progress,
-        ): name
-        for spec, name, use_pool in zip(searches, names, staged, strict=True)
-    }
-    submitted = time.perf_counter()
-    rows = _collect(refs, searches, names, config, progress)
-    timing = {
-        "searches_wall_s": time.perf_counter() - submitted,
-        "evals_per_s_after_first": ray.get(progress.rate_after_first.remote()),
-    }
-    (out / "campaign_timing.json").write_text(json.dumps(timing, indent=1))
-    if pool is not None:
-        (out / "benchmark_servers.json").write_text(json.dumps(pool.stats(), indent=1))
-        pool.shutdown()
+    # The board and the servers are this call's actors: they end with it, also on Ctrl+C (the
+    # servers hold a GPU and a CPU each).
+    try:
+        task: Any = ray.remote(run_search)  # type: ignore[arg-type]
+        refs = {
+            task.options(name=f"search:{name}", num_cpus=0, max_retries=0).remote(
+                spec,
+                name,
+                config,
+                benchmark=pool if use_pool else None,
+                trials_at_a_time=per_search,
+                progress=progress,
+            ): name
+            for spec, name, use_pool in zip(searches, names, staged, strict=True)
+        }
+        submitted = time.perf_counter()
+        rows = _collect(refs, searches, names, config, progress)
+        timing = {
+            "searches_wall_s": time.perf_counter() - submitted,
+            "evals_per_s_after_first": ray.get(progress.rate_after_first.remote()),
+        }
+        (out / "campaign_timing.json").write_text(json.dumps(timing, indent=1))
+        if pool is not None:
+            (out / "benchmark_servers.json").write_text(json.dumps(pool.stats(), indent=1))
+    finally:
+        ray.kill(progress)
+        if pool is not None:
+            pool.shutdown()
     _write_table(out, rows)
     if config.tracking == "mlflow":
         _log_searches(out, config.name, rows)
@@ -447,7 +467,8 @@ def _collect(
     config: CampaignConfig,
     progress: Any,
 ) -> list[dict[str, Any]]:
-    """Wait for every search, cancel those past their time limit, report progress."""
+    """Wait for every search, report progress, and cancel a search still running
+    `CANCEL_GRACE_S` past its time limit (its driver hung: its own Tune stops it at the limit)."""
     started = time.monotonic()
     limits = {
         name: spec.time_limit_s or config.search_timeout_s
@@ -467,12 +488,14 @@ def _collect(
         elapsed = time.monotonic() - started
         for ref, name in list(pending.items()):
             limit = limits[name]
-            if limit is not None and elapsed > limit:
+            if limit is not None and elapsed > limit + CANCEL_GRACE_S:
                 ray.cancel(ref, force=True, recursive=True)
                 pending.pop(ref)
                 by_name[name] = {
                     "status": "timeout",
-                    "error": f"cancelled at its time limit of {limit} s",
+                    "error": f"its driver did not stop at its time limit of {limit} s: "
+                    f"cancelled {CANCEL_GRACE_S:g} s later (the trials' Ray placement groups "
+                    "stay reserved until this process exits)",
                 }
         now = time.monotonic()
         if now - last_report >= _REPORT_S or not pending:

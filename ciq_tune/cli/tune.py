@@ -67,7 +67,8 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         "--search-timeout",
         type=float,
         metavar="S",
-        help="campaign: cancel a search still running after S seconds (default: no limit)",
+        help="campaign: stop a search's trials after S seconds, keeping its evaluations "
+        "(default: no limit)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("ciq-tune-out"), help="output folder (default %(default)s)"
