@@ -50,7 +50,12 @@ def main() -> None:
     )
     first = tune.Tuner(
         objective,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, max_concurrent_trials=2),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            num_samples=-1,
+            max_concurrent_trials=2,
+            reuse_actors=True,  # one Ray worker per slot, not one per trial (seconds each)
+        ),
         run_config=tune.RunConfig(
             name="resume",
             storage_path=storage,

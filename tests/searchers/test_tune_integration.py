@@ -21,6 +21,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
 
 def _run(trainable, searcher, tmp_path: Path, name: str, **tune_kwargs) -> tune.ResultGrid:
     run_kwargs = tune_kwargs.pop("run_kwargs", {})
+    # One Ray worker per trial slot instead of one per trial: a worker takes ~2 s to start on
+    # 2 cores, longer than these trials run.
+    tune_kwargs.setdefault("reuse_actors", True)
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, **tune_kwargs),
@@ -37,7 +40,7 @@ def test_single_objective_run_finishes_on_budget(tmp_path: Path) -> None:
     searcher = CompileIQSearcher(
         space=TOY_SPACE, metric="score", mode="min", max_evaluations=40, seed=0
     )
-    grid = _run(toy_trainable, searcher, tmp_path, "single", reuse_actors=True)
+    grid = _run(toy_trainable, searcher, tmp_path, "single")
     assert len(grid) == 40
     assert len(searcher.results()) == 40
     best_tune = grid.get_best_result(metric="score", mode="min").metrics["score"]
@@ -59,7 +62,7 @@ def test_multi_objective_run_with_param_space_domains(tmp_path: Path) -> None:
     tuner = tune.Tuner(
         two,
         param_space={"a": tune.randint(0, 10), "b": tune.choice([1, 2, 3]), "const": "k"},
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1),
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, reuse_actors=True),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="multi", verbose=0),
     )
     grid = tuner.fit()
@@ -188,7 +191,8 @@ def test_param_space_primitives_run_in_parallel_to_num_samples(tmp_path: Path) -
         assert config.get("z") in ("flag", None)  # absent when knocked out
         path = marker / f"{os.getpid()}-{time.time_ns()}"
         path.touch()
-        deadline = time.monotonic() + 10.0  # a loaded 2-core machine starts actors slowly
+        # The partner trial's worker may take many seconds to start on a loaded 2-core machine.
+        deadline = time.monotonic() + 30.0
         running = 1
         while running < 2 and time.monotonic() < deadline:
             running = len(list(marker.iterdir()))
@@ -211,6 +215,7 @@ def test_param_space_primitives_run_in_parallel_to_num_samples(tmp_path: Path) -
             mode="min",
             num_samples=8,
             max_concurrent_trials=2,
+            reuse_actors=True,  # two workers start once, then every trial finds its partner
         ),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="prims", verbose=0),
     ).fit()
