@@ -41,6 +41,7 @@ from ciq_tune.engine.operators import SpaceSampling
 from ciq_tune.engine.operators import duplicate_elimination
 from ciq_tune.engine.operators import rank_tournament
 from ciq_tune.engine.operators.duplicates.config_duplicates import config_key
+from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
 from ciq_tune.errors import EngineError
 from ciq_tune.errors import SpaceError
 from ciq_tune.errors import StateError
@@ -61,6 +62,8 @@ UNIQUE_CHILD_TRIES = 30
 UNIQUE_RANDOM_TRIES = 200
 
 DEFAULT_GENERATIONS = 10
+# Pattern-move children start from this best share of the population (elitist local search).
+ELITE_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,7 @@ class Engine:
         gene_prob = config.mutation_prob or max(1.0 / len(self.space), 0.1)
         self.mutation = ParameterMutation(gene_prob)
         self.crossover = UniformCrossover(prob=config.crossover_prob)
+        self.local_move = PatternMove()
         self.repair = FeasibilityRepair(self.mutation)
         self.sampling = SpaceSampling()
         self.selection = rank_tournament()
@@ -416,8 +420,13 @@ class Engine:
         return self._random_candidates(n)
 
     def _offspring(self, n: int) -> list[Candidate]:
-        """`n` new, feasible, never-seen children of tournament-selected parents."""
-        children = self._children(math.ceil(n / 2))
+        """`n` new, feasible, never-seen children of tournament-selected parents: a binomial
+        `local_share` of pattern moves (elitist local search, coarse and fine steps at once),
+        the rest recombined and mutated."""
+        n_local = int(self.rng.binomial(n, self.config.local_share))
+        children = Population.merge(
+            self._local_children(n_local), self._children(math.ceil((n - n_local) / 2))
+        )
         children = self.repair.do(self.problem, children, random_state=self.rng)
         out: list[Candidate] = []
         for genes in children.get("X")[:n]:
@@ -497,6 +506,17 @@ class Engine:
         )
         children = self.crossover.do(self.problem, pop, parents, random_state=self.rng)
         return self.mutation.do(self.problem, children, random_state=self.rng)
+
+    def _local_children(self, n: int) -> Population:
+        """Pattern moves (`PatternMove`, by its `do`) of `n` survivors drawn from the best
+        `ELITE_SHARE` of the population by the strategy's rank: elitist local search."""
+        if n <= 0:
+            return Population.empty()
+        ranks = self._parent_ranks(self._population)
+        elite = np.argsort(ranks, kind="stable")[: max(1, math.ceil(ELITE_SHARE * len(ranks)))]
+        starts = self.rng.choice(elite, size=n)
+        X = np.array([list(self._population[int(i)].genes) for i in starts], dtype=object)
+        return self.local_move.do(self.problem, Population.new("X", X), random_state=self.rng)
 
     def _new_genes(self, rows: Sequence[Genes]) -> list[Genes]:
         """The feasible rows that are neither duplicates of each other nor of the archive."""

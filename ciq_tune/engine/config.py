@@ -36,6 +36,9 @@ class EngineConfig(BaseModel):
         survivors: population kept between generations (default: `pool_size`).
         mutation_prob: per-gene mutation probability (default: max(1/n_params, 0.1)).
         crossover_prob: probability that a pair of parents is recombined.
+        local_share: share of children that are pattern moves of one tournament-selected
+            parent (coarse to fine steps of ordered values, `PatternMove`) instead of
+            recombined children.
         steady_state: propose a new candidate whenever a worker is free instead of waiting for
             the slowest evaluation of the generation.
         min_pass_fraction: a generation in which fewer candidates than this fraction of
@@ -49,6 +52,7 @@ class EngineConfig(BaseModel):
     survivors: int | None = Field(default=None, ge=2)
     mutation_prob: float | None = Field(default=None, gt=0, le=1)
     crossover_prob: float = Field(default=0.9, ge=0, le=1)
+    local_share: float = Field(default=0.5, ge=0, le=1)
     steady_state: bool = False
     min_pass_fraction: float = Field(default=0.25, ge=0, le=1)
     max_refills: int = Field(default=1, ge=0)

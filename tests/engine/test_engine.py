@@ -172,3 +172,33 @@ def test_every_strategy_config_keeps_the_base_bounds(strategy: str) -> None:
     with pytest.raises(ValueError, match="crossover_prob"):
         model(crossover_prob=1.5)
     assert model().pool_size >= 2
+
+
+@pytest.mark.parametrize("strategy", ["ga", "nsga2"])
+def test_local_share_breeds_pattern_moves_of_the_elite(strategy: str) -> None:
+    space = {f"p{i}": ss.range(0, 99) for i in range(6)}
+
+    def changed_from_elite(local_share: float) -> float:
+        engine = create_engine(
+            strategy,
+            space,
+            ["score"] if _single(strategy) else TWO_OBJECTIVES,
+            config={"pool_size": 8, "local_share": local_share},
+            budget=Budget(max_evaluations=16),
+            seed=5,
+        )
+        drive(engine, lambda c: {"score": sum(c.values()), "f1": sum(c.values()), "f2": 0.0})
+        first, second = engine.records[:8], engine.records[8:]
+        elite = sorted(first, key=lambda r: sum(r.config.values()))[:2]
+        return float(
+            np.mean(
+                [
+                    min(sum(a != b for a, b in zip(c.genes, e.genes, strict=True)) for e in elite)
+                    for c in second
+                ]
+            )
+        )
+
+    # A pattern move changes one parameter, sometimes a few; a recombined child of random
+    # parents differs from the two best in most of its six parameters.
+    assert changed_from_elite(1.0) <= 2.0 < changed_from_elite(0.0)
