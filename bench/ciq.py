@@ -87,7 +87,12 @@ def ray_tune_replay(problem: Problem, budget: int, seed: int, *, strategy: str =
     )
     tuner = tune.Tuner(
         trainable,
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, max_concurrent_trials=1),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            num_samples=-1,
+            max_concurrent_trials=1,
+            reuse_actors=True,  # one Ray worker for the run, not one per replayed evaluation
+        ),
     )
     tuner.fit()
     replay = Replay(problem, budget)

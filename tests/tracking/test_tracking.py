@@ -44,7 +44,7 @@ def run_search(tmp_path: Path, callbacks: list[Any], name: str = "tiny") -> tune
     tuner = tune.Tuner(
         kernel_trainable,
         param_space={"BM": tune.choice([32, 64, 128]), "flags": {"fmad": tune.choice([0, 1])}},
-        tune_config=tune.TuneConfig(num_samples=SAMPLES),
+        tune_config=tune.TuneConfig(num_samples=SAMPLES, reuse_actors=True),
         run_config=tune.RunConfig(
             name=name, storage_path=str(tmp_path / "ray"), callbacks=callbacks, verbose=0
         ),
