@@ -20,6 +20,11 @@ from typing import Any
 
 from ray import tune
 
+from ciq_tune.results import OK
+from ciq_tune.results import EvaluationRecord
+from ciq_tune.results import Objective
+from ciq_tune.results import SearchResults
+from ciq_tune.results import parse_values
 from ciq_tune.space import Choice
 from ciq_tune.space import SearchSpace
 from objectives import make_search_space
@@ -35,6 +40,8 @@ from searchers.kernel_search import run_search
 PARAMS_SHARE = 0.7
 # Parameter sets of stage 1 that stage 2 polishes.
 TOP = 3
+# `origin` of each stage's evaluations in `staged_results` (the evaluations table's column).
+STAGE_ORIGINS = {"params": "stage1_params", "controls": "stage2_controls"}
 
 
 @dataclass
@@ -53,6 +60,41 @@ class StagedRun:
     controls: SearchRun | None
     best_params: dict[str, Any] | None
     best: dict[str, Any] | None
+
+
+def staged_results(run: StagedRun, metric: str, mode: str) -> SearchResults:
+    """Both stages' evaluations as one `SearchResults`, stage 1 first, each by its results'
+    timestamps (as `searchers.results.results_from_result_grid`).
+
+    `origin` says the stage (`STAGE_ORIGINS`); stage 2's configurations are the full ones
+    (``{"params": …, "controls": …}``). A trial without a finite `metric` is a failure; one
+    that reported no status failed in Ray ("error").
+    """
+    objectives = [Objective.model_validate({"name": metric, "mode": mode})]
+    stages = [("params", run.params), ("controls", run.controls)]
+    records: list[EvaluationRecord] = []
+    for stage, search in stages:
+        trials = [] if search is None else search.trials
+        ordered = sorted(trials, key=lambda t: t.get("timestamp", math.inf))
+        for index, trial in enumerate(ordered):
+            reported = trial.get("status") or ("error" if trial.get("error") else OK)
+            values, status = parse_values(objectives, trial.get(metric), reported)
+            info = {"error": trial["error"]} if trial.get("error") else {}
+            records.append(
+                EvaluationRecord(
+                    candidate_id=len(records),
+                    generation=-1,
+                    config=trial["config"],
+                    genes=(),
+                    key=f"{stage}-{index}",
+                    origin=STAGE_ORIGINS[stage],
+                    status=status,
+                    values=values,
+                    elapsed_s=float(trial.get("time_total_s", math.nan)),
+                    info=info,
+                )
+            )
+    return SearchResults(objectives, records)
 
 
 def _on_top(
@@ -76,6 +118,7 @@ def staged_search(
     trials_per_gpu: int = 1,
     time_budget_s: float | None = None,
     noise: NoiseSettings | None = None,
+    proceed: Callable[[], bool] | None = None,
 ) -> StagedRun:
     """Search the parameters, then the controls on the `top` best parameter sets.
 
@@ -88,6 +131,7 @@ def staged_search(
         params_share: Share of `budget` for stage 1, in (0, 1].
         top: Parameter sets of stage 1 polished in stage 2.
         trials_per_gpu, time_budget_s, noise: as `run_search` (the time budget per stage).
+        proceed: Asked after stage 1; False ends the search there (a Ctrl+C in stage 1).
 
     Raises:
         ValueError: `params_share` outside (0, 1], `top` < 1 or `budget` < 2.
@@ -129,7 +173,7 @@ def staged_search(
         spec = make_search_space(controls_desc).spec
         controls_space = spec.get("controls") if isinstance(spec, dict) else None
     left = budget - len(stage1.trials)
-    if not tops or not controls_space or left < 1:
+    if not tops or not controls_space or left < 1 or (proceed is not None and not proceed()):
         return StagedRun(stage1, None, best_params, best_params)
     param_sets = [dict(c.get("params", {})) for c in tops]
     space = SearchSpace({"top": Choice(list(range(len(param_sets)))), "controls": controls_space})

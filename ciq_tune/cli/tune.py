@@ -64,6 +64,14 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         "such as M=16,N=4096,K=4096",
     )
     parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="staged search: the kernel parameters first with the compilers' defaults (70 %% "
+        "of --budget), then the description's compiler controls on the 3 best parameter sets; "
+        "prints what the controls added (search values, and re-measured with a CI when "
+        "validation re-measured both stages' winners; docs/validation.md)",
+    )
+    parser.add_argument(
         "--search-timeout",
         type=float,
         metavar="S",
@@ -152,6 +160,10 @@ def _tune(args: argparse.Namespace) -> int:
             f"`--validate-top` must be 0 (off) or a positive count, got {args.validate_top}"
         )
     check_num_cpus(args.num_cpus)
+    if args.stages:
+        from ciq_tune.cli._staged import tune_staged_command
+
+        return tune_staged_command(args)
     if len(args.description) > 1 or args.shapes:
         from ciq_tune.cli._campaign import tune_campaign_command
 
@@ -538,9 +550,12 @@ register(
         "baseline; ratio of medians, paired bootstrap CI and Wilcoxon signed-rank test,\n"
         "KEPT/REJECTED, see docs/validation.md); the best\n"
         "KEPT one, or the baseline when none is kept, is written to OUT/<name>.controls.yaml\n"
-        "with the statistics. OUT also gets evaluations.parquet/.csv and validation.json.\n\n"
+        "with the statistics. OUT also gets evaluations.parquet/.csv and validation.json.\n"
+        "--stages searches the parameters first, then the compiler controls on the 3 best\n"
+        "parameter sets, and says what the controls added.\n\n"
         "  ciq-tune tune examples/kernels/ptx/spill.yaml --budget 40 --num-cpus 2\n"
         "  ciq-tune tune examples/kernels/triton/matmul.yaml --budget 200 --validate-top 5\n"
+        "  ciq-tune tune examples/kernels/triton/matmul.yaml --budget 60 --stages\n"
         "  ciq-tune tune kernel.yaml --address ray://head:10001 --out results/",
         _tune_args,
         _tune,
