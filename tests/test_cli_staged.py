@@ -78,6 +78,13 @@ def test_stages_refuses_what_it_cannot_run_in_one_line(
     assert not (tmp_path / "out").exists()  # refused before any output or Ray start
 
 
+def test_resume_refuses_a_staged_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    settings = {"description": str(SOFTMAX), "stages": True}
+    (tmp_path / "run.json").write_text(json.dumps(settings))
+    assert main(["resume", str(tmp_path)]) == 2
+    assert "a staged search (`tune --stages`) does not resume" in capsys.readouterr().err
+
+
 def _staged(first: float, second: float) -> StagedRun:
     placement = plan_placement("triton", cluster_gpus=0, cluster_cpus=1, trials_per_gpu=1)
     one: dict[str, Any] = {"config": {"params": {"B": 1}}, "time_ms": first, "status": "ok"}
@@ -161,6 +168,9 @@ def test_stages_runs_both_stages_and_writes_tunes_outputs(tmp_path: Path) -> Non
     assert json.loads((out / "validation.json").read_text())["outcome"] == "skipped"
     best = min(rows, key=lambda r: float(r["time_ms"]))
     assert data["params"] == json.loads(best["config_json"])["params"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["stages"] is True and run["budget"] == 4
+    assert run["description"] == str((tmp_path / "row_scale.yaml").resolve())
     assert "4 evaluations (4 ok)" in done.stdout
     assert "controls added: stage 2's best / stage 1's best = " in done.stdout
     assert "by the search's own values" in done.stdout and "not re-measured" in done.stdout

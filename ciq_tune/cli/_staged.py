@@ -17,6 +17,7 @@ from ciq_tune.cli.tune import require_gpu_for_cuda
 from ciq_tune.cli.tune import validate_best
 from ciq_tune.cli.tune import validation_config
 from ciq_tune.cli.tune import write_outputs
+from ciq_tune.cli.tune import write_run_settings
 from ciq_tune.errors import CiqTuneError
 
 if TYPE_CHECKING:
@@ -73,9 +74,9 @@ def tune_staged_command(args: argparse.Namespace) -> int:
     from objectives import starting_points
 
     check_staged_args(args)
-    description = args.description[0]
+    args.description = args.description[0]
     settings = validation_config(args.validate_repetitions)
-    desc = load_description(description)
+    desc = load_description(args.description)
     check_staged_description(desc)
     # The baseline: stage 1's first point, the parameters' defaults with the compilers' defaults.
     params_desc = desc.model_copy(update={"controls": {}})
@@ -88,6 +89,8 @@ def tune_staged_command(args: argparse.Namespace) -> int:
     from searchers.staged import staged_search
 
     args.out.mkdir(parents=True, exist_ok=True)
+    # run.json names the description for `ciq-tune verify`; `resume` refuses a staged run.
+    write_run_settings(args)
     # As `_tune`: noise-aware unless a fresh evaluation reproduces the metric exactly; no
     # convergence stop.
     noise = None if measurement_is_exact(desc) else NoiseSettings(patience=0)

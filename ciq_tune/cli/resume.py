@@ -53,6 +53,10 @@ def _resume(args: argparse.Namespace) -> int:
             f"{settings_path}: field `description`: missing; not a run.json written by "
             "`ciq-tune tune`"
         )
+    if settings.get("stages"):
+        raise CiqTuneError(
+            f"{settings_path}: a staged search (`tune --stages`) does not resume; run it again"
+        )
     desc = load_description(settings["description"])
     # Ray is imported once the arguments and files are known to be good (it takes seconds).
     import ray

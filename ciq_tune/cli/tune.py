@@ -487,6 +487,7 @@ def write_run_settings(args: argparse.Namespace) -> None:
         "validate_top": args.validate_top,
         "validate_repetitions": args.validate_repetitions,
         "transfer": None if args.no_transfer else args.transfer,
+        "stages": args.stages,
     }
     (args.out / RUN_SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
 
