@@ -356,7 +356,7 @@ def run_search(
         "description": str(spec.description),
         "shape": None if spec.shape is None else json.dumps(spec.shape),
         "kind": desc.kind,
-        "status": "done" if limit_s is None or wall_s < limit_s else "timeout",
+        "status": "timeout" if _stopped_at_limit(limit_s, wall_s, results, spec) else "done",
         "budget": spec.budget,
         "evaluations": len(results.records),
         "ok": len(ok),
@@ -377,6 +377,12 @@ def run_search(
             100.0 * sign * (row["baseline"] - row["best"]) / abs(row["baseline"]), 3
         )
     return row
+
+
+def _stopped_at_limit(limit_s: float | None, wall_s: float, results: Any, spec: SearchSpec) -> bool:
+    """Whether the search's `TimeoutStopper` ended it: past its limit, short of its budget (a
+    search that spent its budget just after the limit is done)."""
+    return limit_s is not None and wall_s >= limit_s and len(results.records) < spec.budget
 
 
 def _first_error(records: Sequence[Any], trials: Sequence[dict[str, Any]]) -> str | None:
