@@ -24,36 +24,16 @@ from ciq_tune.validation.statistics import compare_samples
 from searchers.kernel_search import SearchRun
 from searchers.placement import plan_placement
 from searchers.staged import StagedRun
+from tests.objectives.data.row_scale_description import row_scale_description
 
 ROOT = Path(__file__).parents[1]
 SPILL = ROOT / "examples/kernels/ptx/spill.yaml"
 SOFTMAX = ROOT / "examples/kernels/triton/softmax.yaml"
-ROW_SCALE = ROOT / "tests/objectives/data/row_scale.py"
 
 
 def _row_scale(tmp_path: Path) -> Path:
-    """A tiny Triton description with one parameter and one compiler control."""
-    data = {
-        "name": "row_scale",
-        "kind": "triton",
-        "source": str(ROW_SCALE),
-        "entry": "row_scale_kernel",
-        "sizes": {"rows": 4, "n_cols": 64},
-        "sizes_not_passed": ["rows"],
-        "inputs": [
-            {"name": "x", "shape": ["rows", "n_cols"]},
-            {"name": "y", "shape": ["rows", "n_cols"]},
-        ],
-        "outputs": ["y"],
-        "grid": "(rows,)",
-        "reference": "2.0 * x",
-        "tolerance": {"atol": 1e-6, "rtol": 1e-6},
-        "params": {"BLOCK": {"ordinal": [16, 32, 64]}},
-        "controls": {"triton": {"include": ["num_warps"]}},
-    }
-    path = tmp_path / "row_scale.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    """The tiny Triton description (one parameter, one compiler control) at one size."""
+    return row_scale_description(tmp_path, sizes={"rows": 4, "n_cols": 64})
 
 
 @pytest.mark.parametrize(

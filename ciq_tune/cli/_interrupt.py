@@ -63,12 +63,14 @@ def write_evaluations(out: Path, results: SearchResults) -> None:
     results.to_csv(out / "evaluations.csv")
 
 
-def report_interrupted(out: Path, results: SearchResults) -> int:
-    """Say what an interrupted run kept (the count is the table's) and return 130."""
+def report_interrupted(out: Path, results: SearchResults, next_step: str | None = None) -> int:
+    """Say what an interrupted run kept (the count is the table's) and what to do next (by
+    default `ciq-tune resume`), and return 130."""
     ok = sum(1 for r in results.records if r.ok)
+    next_step = next_step or f"finish the search with `ciq-tune resume {out}`"
     print(
         f"interrupted: {len(results.records)} evaluations ({ok} ok) written to "
-        f"{out / 'evaluations.csv'}; finish the search with `ciq-tune resume {out}`",
+        f"{out / 'evaluations.csv'}; {next_step}",
         flush=True,
     )
     return EXIT_INTERRUPTED

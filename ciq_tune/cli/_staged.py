@@ -8,8 +8,8 @@ import time
 from typing import TYPE_CHECKING
 from typing import Any
 
-from ciq_tune.cli._interrupt import EXIT_INTERRUPTED
 from ciq_tune.cli._interrupt import graceful_interrupt
+from ciq_tune.cli._interrupt import report_interrupted
 from ciq_tune.cli._interrupt import write_evaluations
 from ciq_tune.cli.tune import progress_callbacks
 from ciq_tune.cli.tune import ray_init
@@ -113,7 +113,9 @@ def tune_staged_command(args: argparse.Namespace) -> int:
         results = staged_results(staged, desc.metric, desc.mode)
         write_evaluations(args.out, results)
         if interrupt.received:
-            return _report_interrupted(args, results)
+            return report_interrupted(
+                args.out, results, "a staged search does not resume: run it again"
+            )
         _print_stages(staged, time.perf_counter() - started)
         validation = validate_best(desc, results, baseline, args.validate_top, settings)
     finally:
@@ -166,16 +168,6 @@ def _print_stages(staged: StagedRun, wall_s: float) -> None:
         )
         print(f"{label}: {format_throughput(summary)}", flush=True)
     print(f"staged search: {wall_s:.1f} s in all", flush=True)
-
-
-def _report_interrupted(args: argparse.Namespace, results: Any) -> int:
-    ok = sum(1 for r in results.records if r.ok)
-    print(
-        f"interrupted: {len(results.records)} evaluations ({ok} ok) written to "
-        f"{args.out / 'evaluations.csv'}; a staged search does not resume: run it again",
-        flush=True,
-    )
-    return EXIT_INTERRUPTED
 
 
 def controls_added(staged: StagedRun, validation: SearchValidation, metric: str, mode: str) -> str:

@@ -11,8 +11,8 @@ import yaml
 
 from ciq_tune.cli import main
 from ciq_tune.runtime import load
+from tests.objectives.data.row_scale_description import row_scale_description
 
-DATA = Path(__file__).parents[1] / "objectives/data"
 SHAPES = [
     {"rows": 2, "n_cols": 16},
     {"rows": 4, "n_cols": 64, "weight": 2},
@@ -21,28 +21,7 @@ SHAPES = [
 
 
 def _description(tmp_path: Path, **overrides: object) -> Path:
-    data = {
-        "name": "row_scale",
-        "kind": "triton",
-        "source": str(DATA / "row_scale.py"),
-        "entry": "row_scale_kernel",
-        "shapes": SHAPES,
-        "sizes_not_passed": ["rows"],
-        "inputs": [
-            {"name": "x", "shape": ["rows", "n_cols"]},
-            {"name": "y", "shape": ["rows", "n_cols"]},
-        ],
-        "outputs": ["y"],
-        "grid": "(rows,)",
-        "reference": "2.0 * x",
-        "tolerance": {"atol": 1e-6, "rtol": 1e-6},
-        "params": {"BLOCK": {"ordinal": [16, 32, 64]}},
-        "controls": {"triton": {"include": ["num_warps"]}},
-        **overrides,
-    }
-    path = tmp_path / "row_scale.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return row_scale_description(tmp_path, **{"shapes": SHAPES, **overrides})
 
 
 @pytest.mark.slow
