@@ -314,7 +314,7 @@ def run_search(
     trials_at_a_time = min(trials_at_a_time, placement.max_concurrent_trials)
     placement = dataclasses.replace(placement, max_concurrent_trials=trials_at_a_time)
     tracking = TrackingConfig(backend=config.tracking, experiment_name=config.name)
-    limit_s = spec.time_limit_s or config.search_timeout_s
+    limit_s = _time_limit(spec, config)
     tuner, searcher = kernel_tuner(
         _objective(spec, name, desc, benchmark),
         placement,
@@ -356,7 +356,9 @@ def run_search(
         "description": str(spec.description),
         "shape": None if spec.shape is None else json.dumps(spec.shape),
         "kind": desc.kind,
-        "status": "timeout" if _stopped_at_limit(limit_s, wall_s, results, spec) else "done",
+        "status": "timeout"
+        if _stopped_at_limit(limit_s, wall_s, len(results.records), spec)
+        else "done",
         "budget": spec.budget,
         "evaluations": len(results.records),
         "ok": len(ok),
@@ -379,10 +381,17 @@ def run_search(
     return row
 
 
-def _stopped_at_limit(limit_s: float | None, wall_s: float, results: Any, spec: SearchSpec) -> bool:
+def _time_limit(spec: SearchSpec, config: CampaignConfig) -> float | None:
+    """The search's wall-clock limit in seconds: its own, else the campaign's (None: none)."""
+    return spec.time_limit_s or config.search_timeout_s
+
+
+def _stopped_at_limit(
+    limit_s: float | None, wall_s: float, evaluations: int, spec: SearchSpec
+) -> bool:
     """Whether the search's `TimeoutStopper` ended it: past its limit, short of its budget (a
     search that spent its budget just after the limit is done)."""
-    return limit_s is not None and wall_s >= limit_s and len(results.records) < spec.budget
+    return limit_s is not None and wall_s >= limit_s and evaluations < spec.budget
 
 
 def _first_error(records: Sequence[Any], trials: Sequence[dict[str, Any]]) -> str | None:
@@ -476,10 +485,7 @@ def _collect(
     """Wait for every search, report progress, and cancel a search still running
     `CANCEL_GRACE_S` past its time limit (its driver hung: its own Tune stops it at the limit)."""
     started = time.monotonic()
-    limits = {
-        name: spec.time_limit_s or config.search_timeout_s
-        for spec, name in zip(searches, names, strict=True)
-    }
+    limits = {name: _time_limit(spec, config) for spec, name in zip(searches, names, strict=True)}
     by_name: dict[str, dict[str, Any]] = {}
     pending = dict(refs)
     last_report = started
