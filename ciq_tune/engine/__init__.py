@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
-from ciq_tune.engine.base import Candidate
 from ciq_tune.engine.base import Engine
 from ciq_tune.engine.config import Budget
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.ga import GA
 from ciq_tune.engine.nsga2 import NSGA2
 from ciq_tune.engine.nsga3 import NSGA3
+from ciq_tune.engine.proposals import Candidate
 from ciq_tune.engine.random import RandomSearch
 from ciq_tune.engine.screened import ScreenedGA
 from ciq_tune.errors import EngineError

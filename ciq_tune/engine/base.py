@@ -10,9 +10,10 @@ bottom of `Engine`:
 - `_strategy_state()` / `_load_strategy_state(state)`: extra state to save and restore.
 
 The base owns everything else: the first generation (warm start + random sampling), variation
-(crossover, mutation, constraint repair), duplicate elimination against the archive, failures,
-refilling generations with too few passing candidates, steady-state mode, budgets, results and
-state (pymoo `core/algorithm.py`: ask/tell with hooks in one place).
+(crossover, mutation, constraint repair), failures, refilling generations with too few passing
+candidates, steady-state mode, budgets, results and state (pymoo `core/algorithm.py`: ask/tell
+with hooks in one place). What was proposed, and whether a configuration is new, is kept by
+`ProposalArchive` (`engine/proposals.py`).
 """
 
 from __future__ import annotations
@@ -21,14 +22,10 @@ import math
 import time
 from collections.abc import Mapping
 from collections.abc import Sequence
-from dataclasses import asdict
-from dataclasses import dataclass
 from typing import Any
 from typing import ClassVar
-from typing import Literal
 
 import numpy as np
-from pymoo.core.individual import Individual
 from pymoo.core.population import Population
 from pymoo.operators.crossover.ux import UniformCrossover
 
@@ -38,10 +35,11 @@ from ciq_tune.engine.operators import FeasibilityRepair
 from ciq_tune.engine.operators import ParameterMutation
 from ciq_tune.engine.operators import SpaceProblem
 from ciq_tune.engine.operators import SpaceSampling
-from ciq_tune.engine.operators import duplicate_elimination
 from ciq_tune.engine.operators import rank_tournament
-from ciq_tune.engine.operators.duplicates.config_duplicates import config_key
 from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
+from ciq_tune.engine.proposals import Candidate
+from ciq_tune.engine.proposals import Origin
+from ciq_tune.engine.proposals import ProposalArchive
 from ciq_tune.errors import EngineError
 from ciq_tune.errors import SpaceError
 from ciq_tune.errors import StateError
@@ -64,18 +62,6 @@ UNIQUE_RANDOM_TRIES = 200
 DEFAULT_GENERATIONS = 10
 # Pattern-move children start from this best share of the population (elitist local search).
 ELITE_SHARE = 0.25
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A configuration handed out for evaluation."""
-
-    id: int
-    config: Any
-    genes: Genes
-    generation: int
-    key: str
-    origin: Literal["baseline", "initial", "random", "offspring"]
 
 
 class Engine:
@@ -131,16 +117,14 @@ class Engine:
         self.repair = FeasibilityRepair(self.mutation)
         self.sampling = SpaceSampling()
         self.selection = rank_tournament()
-        self.duplicates = duplicate_elimination(self.space)
+        # Every configuration proposed so far (queued, out or told): duplicates are checked
+        # against it, not only against the population.
+        self.proposals = ProposalArchive(self.space)
 
         self.generation = 0
-        self._next_id = 0
         self._queue: list[Candidate] = []
         self._pending: dict[int, Candidate] = {}
         self._records: list[EvaluationRecord] = []
-        # Every configuration proposed so far (queued, out or told): duplicates are checked
-        # against it, not only against the population.
-        self._archive: list[Individual] = []
         self._population: list[EvaluationRecord] = []
         self._generation_ok = 0
         self._generation_created = 0
@@ -290,9 +274,9 @@ class Engine:
             "seed": self.seed,
             "rng": self.rng.bit_generator.state,
             "generation": self.generation,
-            "next_id": self._next_id,
-            "queue": [_candidate_to_json(c) for c in self._queue],
-            "pending": [_candidate_to_json(c) for c in self._pending.values()],
+            "next_id": self.proposals.next_id,
+            "queue": [c.to_json() for c in self._queue],
+            "pending": [c.to_json() for c in self._pending.values()],
             "records": [r.to_json() for r in self._records],
             "population": [r.candidate_id for r in self._population],
             "generation_ok": self._generation_ok,
@@ -333,15 +317,14 @@ class Engine:
     def _load_state(self, state: Mapping[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
         self.generation = state["generation"]
-        self._next_id = state["next_id"]
-        self._queue = [_candidate_from_json(c) for c in state["queue"]]
-        self._pending = {c.id: c for c in map(_candidate_from_json, state["pending"])}
+        self._queue = [Candidate.from_json(c) for c in state["queue"]]
+        self._pending = {c.id: c for c in map(Candidate.from_json, state["pending"])}
         self._records = [EvaluationRecord.from_json(r) for r in state["records"]]
         by_id = {r.candidate_id: r for r in self._records}
         self._population = [by_id[i] for i in state["population"]]
         proposed = [(r.genes, r.key) for r in self._records]
         proposed += [(c.genes, c.key) for c in [*self._queue, *self._pending.values()]]
-        self._archive = [_individual(genes, key) for genes, key in proposed]
+        self.proposals.restore(proposed, state["next_id"])
         self._front = []
         for record in self._records:
             if record.ok:
@@ -475,24 +458,9 @@ class Engine:
                     return candidate
         return None
 
-    def _make_candidate(self, genes: Genes, origin: str) -> Candidate | None:
+    def _make_candidate(self, genes: Genes, origin: Origin) -> Candidate | None:
         """A new candidate, or None if its configuration was already proposed."""
-        individual = _individual(genes)
-        new = self.duplicates.do(Population.create(individual), self._archive_population())
-        if len(new) == 0:
-            return None
-        self._archive.append(individual)
-        key = config_key(self.space, individual)
-        candidate = Candidate(
-            id=self._next_id,
-            config=self.space.decode(genes),
-            genes=tuple(_plain(g) for g in genes),
-            generation=self.generation,
-            key=key,
-            origin=origin,  # type: ignore[arg-type]
-        )
-        self._next_id += 1
-        return candidate
+        return self.proposals.candidate(genes, origin, self.generation)
 
     def _children(self, n_matings: int) -> Population:
         """Mutated uniform-crossover children of tournament-selected survivors (2 per mating;
@@ -517,17 +485,6 @@ class Engine:
         starts = self.rng.choice(elite, size=n)
         X = np.array([list(self._population[int(i)].genes) for i in starts], dtype=object)
         return self.local_move.do(self.problem, Population.new("X", X), random_state=self.rng)
-
-    def _new_genes(self, rows: Sequence[Genes]) -> list[Genes]:
-        """The feasible rows that are neither duplicates of each other nor of the archive."""
-        feasible = [_individual(g) for g in rows if self.space.is_feasible(tuple(g))]
-        if not feasible:
-            return []
-        new = self.duplicates.do(Population.create(*feasible), self._archive_population())
-        return [tuple(individual.X) for individual in new]
-
-    def _archive_population(self) -> Population:
-        return Population.create(*self._archive) if self._archive else Population.empty()
 
     def _n_survivors(self) -> int:
         return self.config.survivors or self.config.pool_size
@@ -618,25 +575,3 @@ def _objectives(objectives: Sequence[Objective | str]) -> list[Objective]:
     if len(set(names)) != len(names):
         raise EngineError(f"objective names must be unique, got {names}")
     return parsed
-
-
-def _plain(gene: Any) -> Any:
-    """numpy scalars → Python scalars, so that state and records are JSON-safe."""
-    return gene.item() if isinstance(gene, np.generic) else gene
-
-
-def _individual(genes: Genes, key: str | None = None) -> Individual:
-    individual = Individual(X=np.array(list(genes), dtype=object))
-    if key is not None:
-        individual.set("key", key)
-    return individual
-
-
-def _candidate_to_json(candidate: Candidate) -> dict[str, Any]:
-    data = asdict(candidate)
-    data["genes"] = list(candidate.genes)
-    return data
-
-
-def _candidate_from_json(data: Mapping[str, Any]) -> Candidate:
-    return Candidate(**{**data, "genes": tuple(data["genes"])})

@@ -35,12 +35,12 @@ import numpy as np
 from pydantic import Field
 from pymoo.core.population import Population
 
-from ciq_tune.engine.base import Candidate
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.coordinate_search import CompassSearch
 from ciq_tune.engine.ga import GA
 from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
 from ciq_tune.engine.parzen import ParzenEstimator
+from ciq_tune.engine.proposals import Candidate
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.space.space import Genes
 
@@ -158,7 +158,7 @@ class ScreenedGA(GA):
         good, _ = self._split()
         if not good or n == 0:
             return []
-        return self._compass_search().poll(good[0].genes, n, self._new_genes, self.rng)
+        return self._compass_search().poll(good[0].genes, n, self.proposals.new_genes, self.rng)
 
     def _draw(self, n: int) -> list[Genes]:
         """About `n` distinct feasible genes never proposed, from the three sources."""
@@ -180,7 +180,7 @@ class ScreenedGA(GA):
             n_cross = max(n - n_random - n_local, 0)
             children = self._children(math.ceil(n_cross / 2))
             rows += [tuple(r) for r in children.get("X")]
-        return self._new_genes(rows)
+        return self.proposals.new_genes(rows)
 
     def _split(self) -> tuple[list[EvaluationRecord], list[EvaluationRecord]]:
         """Good (best `gamma` share of successes, at most `max_good`, best first) and other
