@@ -1,12 +1,13 @@
 """The measurement protocol: how one round of a kernel's timing is taken, in the search and in
 every re-measurement.
 
-A *round* is one call of `measure_round`: `warmup_ms` of untimed launches, then `rep_ms` of
-timed launches through `triton.testing.do_bench` (CUDA events, the L2 cache cleared before
-every launch), each launch reading the next of the `timing_sets` input sets (rotating inputs
-so that no launch finds its inputs in L2 from the previous one). The round's value is the
-median of its launches; the GPU's SM clock and temperature read right after it are recorded
-with it. A trial of the search is one round (`objectives._bench.check_and_time`); a
+A *round* is one call of `measure_round`: `warmup_ms` of untimed launches (`busy_warmup_ms`
+when the same process ran a round a moment ago, so the GPU is still at its loaded clock), then
+`rep_ms` of timed launches through `triton.testing.do_bench` (CUDA events, the L2 cache
+cleared before every launch), each launch reading the next of the `timing_sets` input sets
+(rotating inputs so that no launch finds its inputs in L2 from the previous one). The round's
+value is the median of its launches; the GPU's SM clock and temperature read right after it
+are recorded with it. A trial of the search is one round (`objectives._bench.check_and_time`); a
 re-measurement is many rounds, interleaved between the configurations compared
 (`objectives.remeasure`); so a configuration's in-search value and its re-measured value are
 draws of the same quantity.
@@ -40,11 +41,18 @@ class MeasurementProtocol:
     """How one round of timing is taken.
 
     Attributes:
-        warmup_ms: untimed launches before the timed ones, milliseconds. Long enough for a
-            power-limited GPU to settle at the clock it sustains under this kernel: on an H200
-            a 4096³ fp16 matmul timed after 10 ms of warm-up ran at 1905 MHz in the search
-            (the GPU idle between trials) and at 1455-1755 MHz in back-to-back re-measurement
-            rounds, 17 % slower (docs/benchmarks.md, "Trust in the numbers").
+        warmup_ms: untimed launches before the timed ones after the GPU idled, milliseconds.
+            Long enough for a power-limited GPU to settle at the clock it sustains under this
+            kernel: on an H200 a 4096³ fp16 matmul timed after 10 ms of warm-up ran at
+            1905 MHz in the search (the GPU idle between trials) and at 1455-1755 MHz in
+            back-to-back re-measurement rounds, 17 % slower (docs/benchmarks.md, "Trust in
+            the numbers").
+        busy_warmup_ms: the warm-up of a round that starts within `busy_gap_ms` of this
+            process's previous round, milliseconds: the GPU never left the clock it sustains
+            under load, so the long warm-up would only cost time (a benchmark server timing
+            candidates back to back, a re-measurement's rounds).
+        busy_gap_ms: the longest gap between two rounds of one process after which the GPU
+            still counts as busy, milliseconds.
         rep_ms: total duration of the timed launches, milliseconds. 40 ms is ~130 launches of
             a 0.2 ms kernel (with the L2 flush before each): the median's standard error is
             then ~0.2 % at a 2 % CV.
@@ -55,16 +63,24 @@ class MeasurementProtocol:
     """
 
     warmup_ms: float = 100.0
+    busy_warmup_ms: float = 10.0
+    busy_gap_ms: float = 50.0
     rep_ms: float = 40.0
     host_reps: int = 3
     rotate_bytes: int = 100 * 2**20
     max_rotate: int = 8
 
     def __post_init__(self) -> None:
-        if not (self.warmup_ms >= 0 and self.rep_ms > 0):
+        if not (
+            self.warmup_ms >= 0
+            and self.busy_warmup_ms >= 0
+            and self.busy_gap_ms >= 0
+            and self.rep_ms > 0
+        ):
             raise ValueError(
-                f"`warmup_ms` must be >= 0 and `rep_ms` > 0, got warmup_ms={self.warmup_ms}, "
-                f"rep_ms={self.rep_ms}"
+                f"`warmup_ms`, `busy_warmup_ms` and `busy_gap_ms` must be >= 0 and `rep_ms` > 0, "
+                f"got warmup_ms={self.warmup_ms}, busy_warmup_ms={self.busy_warmup_ms}, "
+                f"busy_gap_ms={self.busy_gap_ms}, rep_ms={self.rep_ms}"
             )
         if self.host_reps < 1 or self.max_rotate < 1 or self.rotate_bytes < 0:
             raise ValueError(
@@ -76,6 +92,12 @@ class MeasurementProtocol:
     def n_rotate(self, set_bytes: int) -> int:
         """How many input sets of `set_bytes` bytes each a round rotates through."""
         return max(1, min(self.max_rotate, math.ceil(self.rotate_bytes / max(set_bytes, 1))))
+
+    def warmup_after(self, gap_ms: float | None) -> float:
+        """The warm-up of a round that starts `gap_ms` after this process's previous round
+        ended (None: no previous round), milliseconds."""
+        busy = gap_ms is not None and gap_ms <= self.busy_gap_ms
+        return self.busy_warmup_ms if busy else self.warmup_ms
 
 
 DEFAULT_PROTOCOL = MeasurementProtocol()
@@ -101,6 +123,7 @@ class TimingStats:
         p95_ms: 95th percentile: the tail a latency objective constrains.
         p99_ms: 99th percentile (meaningful with >= 100 repetitions; a round of a 0.2 ms
             kernel has ~130).
+        warmup_ms: The round's warm-up (`MeasurementProtocol.warmup_after`; None on the CPU).
     """
 
     median_ms: float
@@ -116,6 +139,7 @@ class TimingStats:
     p50_ms: float | None = None
     p95_ms: float | None = None
     p99_ms: float | None = None
+    warmup_ms: float | None = None
 
     def as_metrics(self) -> dict[str, Any]:
         """Return the statistics as a flat dict for a Ray Tune result."""
@@ -222,6 +246,10 @@ def time_host(fn: Callable[[int], object], *, n_rotate: int, reps: int) -> Timin
     return summarize(times, timer="host")
 
 
+# When this process's last GPU round ended (`time.perf_counter`): a process times one GPU.
+_last_round_end: float | None = None
+
+
 def measure_round(
     run: Callable[[int], object],
     n_rotate: int,
@@ -245,12 +273,17 @@ def measure_round(
     Returns:
         The round's statistics; ``median_ms`` is its value.
     """
+    global _last_round_end
     if device != "cuda":
         return time_host(run, n_rotate=n_rotate, reps=protocol.host_reps)
-    stats = time_cuda(run, n_rotate=n_rotate, warmup_ms=protocol.warmup_ms, rep_ms=protocol.rep_ms)
+    gap_ms = None if _last_round_end is None else 1e3 * (time.perf_counter() - _last_round_end)
+    warmup_ms = protocol.warmup_after(gap_ms)
+    stats = time_cuda(run, n_rotate=n_rotate, warmup_ms=warmup_ms, rep_ms=protocol.rep_ms)
+    _last_round_end = time.perf_counter()
     conditions = gpu_conditions()
     return replace(
         stats,
         sm_clock_mhz=conditions["sm_clock_mhz"],
         temperature_c=conditions["temperature_c"],
+        warmup_ms=warmup_ms,
     )
