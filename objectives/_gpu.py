@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from objectives._arrays import TORCH
+from objectives._arrays import ArrayLibrary
+
 LOCK_DIR_ENV = "CIQ_TUNE_LOCK_DIR"
 """Folder of the lock files (default: the system's temporary folder). Processes that share a
 GPU must see the same folder: set it to a shared path when they run in different containers."""
@@ -34,40 +37,34 @@ HEARTBEAT_S = 5.0
 NVML_PERIOD_S = 0.1
 
 
-def pci_bus_id(index: int = 0) -> str:
+def pci_bus_id(index: int = 0, arrays: ArrayLibrary = TORCH) -> str:
     """PCI bus id (``"00000000:c1:00.0"``, NVML's form) of the visible CUDA device `index`.
 
-    CUDA_VISIBLE_DEVICES renumbers devices; the PCI id names the physical GPU.
+    CUDA_VISIBLE_DEVICES renumbers devices; the PCI id names the physical GPU, the same through
+    torch and through CuPy, so trials of both kinds that share a GPU share its lock.
 
     Raises:
-        RuntimeError: torch has no CUDA device `index`.
+        RuntimeError: `arrays` sees no CUDA device `index`.
     """
-    import torch
-
-    if not torch.cuda.is_available() or index >= torch.cuda.device_count():
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        raise RuntimeError(f"no visible CUDA device {index}; CUDA_VISIBLE_DEVICES={visible!r}")
-    props = torch.cuda.get_device_properties(index)
-    # CUDA builds of torch have these fields; the CPU build's type stubs do not.
-    domain, bus, dev = props.pci_domain_id, props.pci_bus_id, props.pci_device_id  # type: ignore[attr-defined]
-    return f"{domain:08x}:{bus:02x}:{dev:02x}.0"
+    return arrays.pci_bus_id(index)
 
 
-def gpu_identity(index: int = 0) -> str:
+def gpu_identity(index: int = 0, arrays: ArrayLibrary = TORCH) -> str:
     """A name of the physical GPU behind visible device `index`, the same in every process:
     its PCI bus id, else (a torch without the PCI fields) its UUID."""
     try:
-        return pci_bus_id(index)
+        return pci_bus_id(index, arrays)
     except AttributeError:
         import torch
 
         return f"uuid-{torch.cuda.get_device_properties(index).uuid}"
 
 
-def lock_path(index: int = 0) -> Path:
+def lock_path(index: int = 0, arrays: ArrayLibrary = TORCH) -> Path:
     """The lock file of the visible CUDA device `index` (see `LOCK_DIR_ENV`)."""
     folder = Path(os.environ.get(LOCK_DIR_ENV) or tempfile.gettempdir())
-    return folder / f"ciq-tune-gpu-{re.sub(r'[^0-9a-zA-Z]', '-', gpu_identity(index))}.lock"
+    name = re.sub(r"[^0-9a-zA-Z]", "-", gpu_identity(index, arrays))
+    return folder / f"ciq-tune-gpu-{name}.lock"
 
 
 @dataclass
@@ -85,7 +82,10 @@ class GpuLease:
 
 @contextlib.contextmanager
 def exclusive_gpu(
-    index: int = 0, *, heartbeat: Callable[[str], None] | None = None
+    index: int = 0,
+    *,
+    heartbeat: Callable[[str], None] | None = None,
+    arrays: ArrayLibrary = TORCH,
 ) -> Iterator[GpuLease]:
     """Hold the GPU `index` alone: wait for its lock, yield, synchronise, release.
 
@@ -96,17 +96,16 @@ def exclusive_gpu(
         index: Visible CUDA device.
         heartbeat: Called with ``"waiting for the GPU"`` every `HEARTBEAT_S` seconds while the
             lock is taken (the isolated worker's ``progress``).
+        arrays: The library that runs the body's kernels (torch; CuPy for CUDA C++).
 
     Yields:
         The hold's `GpuLease`; `GpuLease.held_s` is set on exit.
     """
-    import torch
-
-    with held_lock(lock_path(index), heartbeat=heartbeat) as lease:
+    with held_lock(lock_path(index, arrays), heartbeat=heartbeat) as lease:
         try:
             yield lease
         finally:
-            torch.cuda.synchronize(index)
+            arrays.synchronize(index)
 
 
 @contextlib.contextmanager

@@ -2,36 +2,40 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
 from typing import Any
 
+from objectives._arrays import TORCH
+from objectives._arrays import ArrayLibrary
 
-@functools.cache
-def _handle() -> Any:
+# NVML's handle of the current device, per array library (None: NVML unavailable).
+_HANDLES: dict[str, Any] = {}
+
+
+def _handle(arrays: ArrayLibrary) -> Any:
     """NVML's handle of the current CUDA device, or None when NVML is unavailable."""
-    import torch
+    if arrays.name not in _HANDLES:
+        try:
+            import pynvml
 
-    try:
-        import pynvml
-
-        from objectives._gpu import pci_bus_id
-
-        pynvml.nvmlInit()
-        # NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES renumbers them, the PCI id does not.
-        return pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id(torch.cuda.current_device()))
-    except Exception:  # NVML is optional: no library, no driver, no permission
-        return None
+            pynvml.nvmlInit()
+            # NVML numbers GPUs physically; CUDA_VISIBLE_DEVICES renumbers them, the PCI id
+            # does not.
+            bus_id = arrays.pci_bus_id(arrays.current_device())
+            _HANDLES[arrays.name] = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+        except Exception:  # NVML is optional: no library, no driver, no permission
+            _HANDLES[arrays.name] = None
+    return _HANDLES[arrays.name]
 
 
-def gpu_conditions() -> dict[str, float | None]:
+def gpu_conditions(arrays: ArrayLibrary = TORCH) -> dict[str, float | None]:
     """The current GPU's SM clock (MHz) and temperature (°C), each None when NVML cannot tell.
 
     A round's value depends on them: a GPU that throttles (hot, power-capped) runs every kernel
     slower, so they are recorded with every sample to tell drift from a real difference.
     """
-    handle = _handle()
+    handle = _handle(arrays)
     out: dict[str, float | None] = {"sm_clock_mhz": None, "temperature_c": None}
     if handle is None:
         return out
@@ -48,7 +52,11 @@ def gpu_conditions() -> dict[str, float | None]:
 
 
 def measure_energy(
-    fn: Callable[[int], object], *, n_rotate: int, min_s: float = 0.5
+    fn: Callable[[int], object],
+    *,
+    n_rotate: int,
+    min_s: float = 0.5,
+    arrays: ArrayLibrary = TORCH,
 ) -> dict[str, float]:
     """Energy per call and mean power of a GPU callable, read from NVML's energy counter.
 
@@ -60,13 +68,12 @@ def measure_energy(
         fn: Launches the kernel on input set ``i``.
         n_rotate: Number of input sets to rotate through.
         min_s: Least measuring time, seconds.
+        arrays: The kernel's array library (synchronises its device).
 
     Returns:
         ``{"energy_mj": mJ per call, "power_w": mean W}`` or ``{}``.
     """
-    import torch
-
-    handle = _handle()
+    handle = _handle(arrays)
     if handle is None:
         return {}
     import pynvml
@@ -76,14 +83,14 @@ def measure_energy(
     except Exception:  # the counter is missing on this board: energy is an optional metric
         return {}
     calls = 0
-    torch.cuda.synchronize()
+    arrays.synchronize()
     e0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # millijoules since driver load
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < min_s:
         for i in range(16):
             fn((calls + i) % n_rotate)
         calls += 16
-        torch.cuda.synchronize()
+        arrays.synchronize()
     elapsed = time.perf_counter() - t0
     e1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
     de = float(e1 - e0)

@@ -75,8 +75,8 @@ def has_gpu() -> bool:
 
 def worker_env(cpu_env: Mapping[str, str]) -> dict[str, str]:
     """The isolated worker's extra environment in this process: none with a GPU, else
-    `cpu_env`."""
-    return {} if has_gpu() else dict(cpu_env)
+    `cpu_env`. A kind with no CPU environment (CUDA C++) never asks torch about GPUs."""
+    return {} if not cpu_env or has_gpu() else dict(cpu_env)
 
 
 # This process's benchmark workers, apart from its compile workers (`run_isolated`'s), keyed by

@@ -1,4 +1,7 @@
-"""CUDA C++ trainable: nvcc with candidate controls and -D parameters, CuPy launch, check, time."""
+"""CUDA C++ trainable: nvcc with candidate controls and -D parameters, CuPy launch, check, time.
+
+The worker side needs no torch: inputs, the reference, the check and the CUDA-event timing run
+on CuPy arrays (`objectives._arrays.CUPY`), so ``pip install 'ciq-tune[cuda]'`` is enough."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any
 from ciq_tune.errors import BenchmarkTimeout
 from ciq_tune.errors import CompileError
 from objectives import _trainable
+from objectives._arrays import CUPY
 from objectives._bench import check_and_time
 from objectives._bench import split_config
 from objectives._compile import CompileCache
@@ -33,9 +37,10 @@ def make_trainable(
     """A Ray Tune function trainable that evaluates one configuration of a CUDA C++ kernel.
 
     Kernel parameters become ``-DNAME=value`` macros, controls become nvcc/ptxas arguments
-    (from the nvcc catalog), and the cubin is launched through CuPy on the trial's GPU with
-    the description's `grid` and `block`: pointers to the `inputs` in order, then the `sizes`
-    as 32-bit ints in order, then the `scalars` as 32-bit floats (`kernel_arguments`).
+    (from the nvcc catalog), and the cubin is launched through CuPy on the trial's GPU (no
+    torch: inputs, reference and timing are CuPy's) with the description's `grid` and
+    `block`: pointers to the `inputs` in order, then the `sizes` as 32-bit ints in order,
+    then the `scalars` as 32-bit floats (`kernel_arguments`).
     Failures are data (``status`` ≠ ``ok``, ``time_ms`` NaN).
 
     Args:
@@ -52,7 +57,9 @@ WORKER = _trainable.WorkerKind(
     kind="cuda",
     target=TARGET,
     payload=_trainable.params_and_controls,
-    preload=("torch",),
+    # Nothing: CuPy is imported by the first launch, so that a compile error is reported as
+    # such where CuPy is missing (the launch then names `pip install 'ciq-tune[cuda]'`).
+    preload=(),
     interpret_without_gpu=False,
     # nvcc has its own limit (desc.timeouts.compile_s); the worker's also covers loading.
     compile_timeout_factor=2.0,
@@ -138,8 +145,6 @@ def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[s
     reports ``crash`` and replaces itself with one whose CUDA context is sound.
     """
     global _candidates
-    import torch
-
     _candidates += 1
     desc = KernelDescription.model_validate(payload["description"])
     params = payload["params"]
@@ -154,12 +159,18 @@ def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[s
     info = {k: v for k, v in built.items() if k not in ("cubin", "argv")}
     info["nvcc_args"] = " ".join(built["argv"][1:])
     progress("compiled")
-    if not torch.cuda.is_available():
+    if not CUPY.is_available():
         return {**info, "status": "crash", "time_ms": math.nan, "error": "no CUDA GPU visible"}
     launch = _load(desc, built["cubin"], dims)
     seed = 1_000_003 * _candidates + os.getpid()
     result = check_and_time(
-        desc, launch, seed=seed, device="cuda", energy=payload["energy"], progress=progress
+        desc,
+        launch,
+        seed=seed,
+        device="cuda",
+        energy=payload["energy"],
+        progress=progress,
+        arrays=CUPY,
     )
     return {**result, **info}
 
@@ -173,7 +184,7 @@ def make_launch(desc: KernelDescription, config: Mapping[str, Any]) -> Callable[
         config: ``{"params": {...}, "controls": {"nvcc": {...}}}`` as a trial receives it.
 
     Returns:
-        ``launch(tensors)``: the kernel on a dict of named tensors (in `inputs` order).
+        ``launch(arrays)``: the kernel on a dict of named CuPy arrays (in `inputs` order).
 
     Raises:
         ValueError: `config` names something that is not in `desc`.
@@ -200,38 +211,23 @@ def kernel_arguments(desc: KernelDescription, pointers: Sequence[int]) -> tuple[
 def _load(
     desc: KernelDescription, cubin: bytes, dims: Mapping[str, tuple[int, ...]]
 ) -> Callable[[Mapping[str, Any]], None]:
-    """Load a cubin with CuPy and return its launch function over named tensors."""
-    try:
-        import cupy
-    except ImportError as exc:
-        raise ImportError(
-            f"CuPy loads CUDA C++ kernels and is not installed ({exc}): "
-            "pip install 'ciq-tune[cuda]'"
-        ) from exc
-    import torch
-
-    torch.cuda.init()  # CuPy's module then loads into the primary context torch uses
+    """Load a cubin with CuPy and return its launch function over named CuPy arrays."""
+    cupy = CUPY.xp
     module = cupy.cuda.function.Module()
     module.load(cubin)
     kernel = module.get_function(str(desc.entry))
     grid = (*dims["grid"], 1, 1)[:3]
     block = (*dims.get("block", (1,)), 1, 1)[:3]
     args_by_ptrs: dict[tuple[int, ...], tuple[Any, ...]] = {}
-    streams: dict[int, Any] = {}
 
-    def launch(tensors: Mapping[str, Any]) -> None:
+    def launch(arrays: Mapping[str, Any]) -> None:
         # Kernel arguments are prepared once per input set: host work inside the timed region
         # could leave the GPU idle and be counted as kernel time.
-        ptrs = tuple(t.data_ptr() for t in tensors.values())
+        ptrs = tuple(CUPY.data_ptr(a) for a in arrays.values())
         args = args_by_ptrs.get(ptrs)
         if args is None:
             args = args_by_ptrs[ptrs] = kernel_arguments(desc, ptrs)
-        # On torch's current stream, so that the launch is ordered with torch's work (events,
-        # L2 flush) and can be captured into a CUDA graph (objectives.graph_timing).
-        handle = torch.cuda.current_stream().cuda_stream
-        stream = streams.get(handle)
-        if stream is None:
-            stream = streams[handle] = cupy.cuda.ExternalStream(handle)
-        kernel(grid, block, args, stream=stream)
+        # On CuPy's current stream, where the harness records its events and flushes L2.
+        kernel(grid, block, args, stream=cupy.cuda.get_current_stream())
 
     return launch

@@ -194,8 +194,9 @@ class Alternative(_Strict):
 
     Attributes:
         name: What it is called in reports (``"cuBLAS (torch.matmul)"``).
-        expression: A Python expression over the non-output inputs, the `sizes`, ``torch`` and
-            ``math`` whose value is the output (``"torch.matmul(a, b)"``).
+        expression: A Python expression over the non-output inputs, the `sizes`, ``math`` and
+            the kind's array library (``torch``; ``cupy`` for CUDA C++) whose value is the
+            output (``"torch.matmul(a, b)"``).
     """
 
     name: str
@@ -289,7 +290,9 @@ class KernelDescription(_Strict):
     @classmethod
     def _reference_form(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
-            raise ValueError("reference is empty; give 'module:function' or a torch expression")
+            raise ValueError(
+                "reference is empty; give 'module:function' or an expression over the inputs"
+            )
         return value
 
     @model_validator(mode="after")
@@ -386,7 +389,7 @@ class KernelDescription(_Strict):
     # -- derived views -------------------------------------------------------------------------
     @property
     def reference_is_callable(self) -> bool:
-        """True when `reference` is a "module:function" path rather than a torch expression."""
+        """True when `reference` is a "module:function" path rather than an expression."""
         return self.reference is not None and bool(_REFERENCE_CALLABLE.match(self.reference))
 
     def param_space(self) -> dict[str, Any]:

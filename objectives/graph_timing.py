@@ -13,15 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-# Bytes zeroed before each launch to evict the previous launch's data from L2 (as do_bench).
-FLUSH_BYTES = 256 * 2**20
+from objectives._arrays import TORCH
+from objectives._arrays import ArrayLibrary
+from objectives.protocol import FLUSH_BYTES
+
 # Aimed duration of one graph replay (ms): long enough that the events' resolution (~0.5 µs)
 # and the graph's own launch are negligible.
 REPLAY_MS = 40.0
 MAX_LAUNCHES = 500
 
 
-def time_cuda_graph(run: Callable[[int], object], n_rotate: int) -> float:
+def time_cuda_graph(
+    run: Callable[[int], object], n_rotate: int, *, arrays: ArrayLibrary = TORCH
+) -> float:
     """Milliseconds per launch of ``run(i)`` (i rotating over `n_rotate` input sets), each launch
     preceded by an L2 flush, from CUDA-graph replays timed with CUDA events.
 
@@ -29,48 +33,45 @@ def time_cuda_graph(run: Callable[[int], object], n_rotate: int) -> float:
         run: Launches the kernel on input set ``i`` on the current stream (capturable: no
             synchronisation, no allocation of new memory after the first call).
         n_rotate: Number of input sets.
+        arrays: The kernel's array library (torch; CuPy for CUDA C++), whose streams, events
+            and graphs are used.
 
     Raises:
         RuntimeError: the launches cannot be captured into a CUDA graph.
     """
-    import torch
-
-    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        # Warm-up on the capture stream: compiles, allocates and sizes one launch.
+    flush = arrays.empty_int32(FLUSH_BYTES // 4)
+    with arrays.side_stream():
+        # Warm-up on a capture stream: compiles, allocates and sizes one launch.
         for i in range(n_rotate):
             run(i)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    arrays.synchronize()
+    start, end = arrays.event(), arrays.event()
     start.record()
     for i in range(n_rotate):
-        flush.zero_()
+        arrays.zero_(flush)
         run(i)
     end.record()
-    torch.cuda.synchronize()
-    estimate_ms = max(start.elapsed_time(end) / n_rotate, 1e-3)
+    arrays.synchronize()
+    estimate_ms = max(arrays.elapsed_ms(start, end) / n_rotate, 1e-3)
     launches = max(n_rotate, min(MAX_LAUNCHES, int(REPLAY_MS / estimate_ms)))
 
-    def capture(with_kernel: bool) -> torch.cuda.CUDAGraph:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+    def launches_of(with_kernel: bool) -> Callable[[], None]:
+        def body() -> None:
             for k in range(launches):
-                flush.zero_()
+                arrays.zero_(flush)
                 if with_kernel:
                     run(k % n_rotate)
-        return graph
 
-    both, flushes = capture(True), capture(False)
+        return body
 
-    def replay_ms(graph: torch.cuda.CUDAGraph) -> float:
-        graph.replay()  # untimed: the first replay uploads the graph
+    both, flushes = arrays.capture(launches_of(True)), arrays.capture(launches_of(False))
+
+    def replay_ms(replay: Callable[[], object]) -> float:
+        replay()  # untimed: the first replay uploads the graph
         start.record()
-        graph.replay()
+        replay()
         end.record()
-        torch.cuda.synchronize()
-        return float(start.elapsed_time(end))
+        arrays.synchronize()
+        return arrays.elapsed_ms(start, end)
 
     return (replay_ms(both) - replay_ms(flushes)) / launches

@@ -3,14 +3,14 @@ every re-measurement.
 
 A *round* is one call of `measure_round`: `warmup_ms` of untimed launches (`busy_warmup_ms`
 when the same process ran a round a moment ago, so the GPU is still at its loaded clock), then
-`rep_ms` of timed launches through `triton.testing.do_bench` (CUDA events, the L2 cache
-cleared before every launch), each launch reading the next of the `timing_sets` input sets
-(rotating inputs so that no launch finds its inputs in L2 from the previous one). The round's
-value is the median of its launches; the GPU's SM clock and temperature read right after it
-are recorded with it. A trial of the search is one round (`objectives._bench.check_and_time`); a
-re-measurement is many rounds, interleaved between the configurations compared
-(`objectives.remeasure`); so a configuration's in-search value and its re-measured value are
-draws of the same quantity.
+`rep_ms` of timed launches (`time_cuda`: `triton.testing.do_bench`'s procedure over the kernel's
+array library, torch or CuPy; CUDA events, the L2 cache cleared before every launch), each
+launch reading the next of the `timing_sets` input sets (rotating inputs so that no launch finds
+its inputs in L2 from the previous one). The round's value is the median of its launches; the
+GPU's SM clock and temperature read right after it are recorded with it. A trial of the search
+is one round (`objectives._bench.check_and_time`); a re-measurement is many rounds, interleaved
+between the configurations compared (`objectives.remeasure`); so a configuration's in-search
+value and its re-measured value are draws of the same quantity.
 
 Public API (small on purpose; other measurements build on it):
 
@@ -33,7 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from objectives._arrays import TORCH
+from objectives._arrays import ArrayLibrary
 from objectives._nvml import gpu_conditions
+
+# Bytes zeroed before each timed launch to evict the previous launch's data from L2 (256 MiB,
+# as `triton.testing.do_bench`: five times an H200's 50 MB L2).
+FLUSH_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -197,27 +203,60 @@ class _Rotator:
 
 
 def time_cuda(
-    fn: Callable[[int], object], *, n_rotate: int, warmup_ms: float, rep_ms: float
+    fn: Callable[[int], object],
+    *,
+    n_rotate: int,
+    warmup_ms: float,
+    rep_ms: float,
+    arrays: ArrayLibrary = TORCH,
 ) -> TimingStats:
-    """Time a GPU callable with CUDA events through `triton.testing.do_bench`.
+    """Time a GPU callable with CUDA events, each launch after an L2 flush.
 
-    `do_bench` warms up, then clears the L2 cache before every timed repetition; on top of that
+    The procedure of `triton.testing.do_bench`, written once over the array library so that
+    CuPy (CUDA C++ kernels, no torch) and torch (Triton, Helion) time alike: one untimed call,
+    five flushed calls to estimate a launch's time, then `warmup_ms` worth of untimed calls and
+    `rep_ms` worth of timed ones, each timed between two events after zeroing `FLUSH_BYTES`;
     `fn` receives the index of the input set to use, rotating over `n_rotate` sets.
 
     Args:
-        fn: Launches the kernel on input set ``i`` (asynchronously; no synchronisation inside).
+        fn: Launches the kernel on input set ``i`` (asynchronously, on the library's current
+            stream; no synchronisation inside).
         n_rotate: Number of input sets to rotate through (>= 1).
         warmup_ms: Warm-up duration, milliseconds.
         rep_ms: Total duration of the timed repetitions, milliseconds.
+        arrays: The library whose stream, events and memory the kernel uses.
 
     Returns:
         Statistics over all timed repetitions.
     """
-    from triton.testing import do_bench
-
     if n_rotate < 1:
         raise ValueError(f"`n_rotate` must be >= 1, got n_rotate={n_rotate}")
-    times = do_bench(_Rotator(fn, n_rotate), warmup=warmup_ms, rep=rep_ms, return_mode="all")
+    call = _Rotator(fn, n_rotate)
+    call()
+    arrays.synchronize()
+    flush = arrays.empty_int32(FLUSH_BYTES // 4)
+    start, end = arrays.event(), arrays.event()
+    start.record()
+    for _ in range(5):
+        arrays.zero_(flush)
+        call()
+    end.record()
+    arrays.synchronize()
+    # A floor of one event resolution (~0.5 µs), against a zero estimate.
+    estimate_ms = max(arrays.elapsed_ms(start, end) / 5, 5e-4)
+    n_warmup = max(1, int(warmup_ms / estimate_ms))
+    n_repeat = max(1, int(rep_ms / estimate_ms))
+    starts = [arrays.event() for _ in range(n_repeat)]
+    ends = [arrays.event() for _ in range(n_repeat)]
+    for _ in range(n_warmup):
+        call()
+    for i in range(n_repeat):
+        arrays.zero_(flush)
+        starts[i].record()
+        call()
+        ends[i].record()
+    arrays.synchronize()
+    times = [arrays.elapsed_ms(s, e) for s, e in zip(starts, ends, strict=True)]
     return summarize(times, timer="cuda_events")
 
 
@@ -256,6 +295,7 @@ def measure_round(
     *,
     device: str,
     protocol: MeasurementProtocol = DEFAULT_PROTOCOL,
+    arrays: ArrayLibrary = TORCH,
 ) -> TimingStats:
     """One round of the protocol: time `run` over `n_rotate` input sets.
 
@@ -269,6 +309,7 @@ def measure_round(
         device: ``"cuda"``: CUDA events, L2 flush, clock and temperature recorded; anything
             else: the host clock (Triton's interpreter).
         protocol: The round's settings (`DEFAULT_PROTOCOL`).
+        arrays: The kernel's array library (torch; CuPy for CUDA C++).
 
     Returns:
         The round's statistics; ``median_ms`` is its value.
@@ -278,9 +319,11 @@ def measure_round(
         return time_host(run, n_rotate=n_rotate, reps=protocol.host_reps)
     gap_ms = None if _last_round_end is None else 1e3 * (time.perf_counter() - _last_round_end)
     warmup_ms = protocol.warmup_after(gap_ms)
-    stats = time_cuda(run, n_rotate=n_rotate, warmup_ms=warmup_ms, rep_ms=protocol.rep_ms)
+    stats = time_cuda(
+        run, n_rotate=n_rotate, warmup_ms=warmup_ms, rep_ms=protocol.rep_ms, arrays=arrays
+    )
     _last_round_end = time.perf_counter()
-    conditions = gpu_conditions()
+    conditions = gpu_conditions(arrays)
     return replace(
         stats,
         sm_clock_mhz=conditions["sm_clock_mhz"],

@@ -18,15 +18,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
+from typing import Protocol
 
 import numpy as np
 
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import compare_samples
 from ciq_tune.validation import median_ci
+from objectives._arrays import ArrayLibrary
+from objectives._arrays import arrays_for
 from objectives._bench import compare
 from objectives._bench import make_inputs
-from objectives._bench import poison_
 from objectives._bench import reference_outputs
 from objectives._bench import timing_sets
 from objectives.description import KernelDescription
@@ -40,8 +42,15 @@ ALTERNATIVE = "alternative"
 CHECK_SEED = 4242
 
 Launch = Callable[[Mapping[str, Any]], Any]
-RoundTimer = Callable[[Callable[[int], object], int], float]
-"""Times one round of ``run(i)`` over ``n`` input sets and returns its value in ms."""
+
+
+class RoundTimer(Protocol):
+    """Times one round of ``run(i)`` over ``n_rotate`` input sets with the kernel's array
+    library and returns its value in ms (`objectives.graph_timing.time_cuda_graph`)."""
+
+    def __call__(
+        self, run: Callable[[int], object], n_rotate: int, *, arrays: ArrayLibrary
+    ) -> float: ...
 
 
 @dataclass
@@ -99,17 +108,16 @@ def make_launch(desc: KernelDescription, config: Any, *, device: str) -> Launch:
 
 
 def alternative_launch(desc: KernelDescription) -> Launch:
-    """The description's `alternative` as a launch function (compiled once, evaluated per call).
+    """The description's `alternative` as a launch function (compiled once, evaluated per call;
+    over torch tensors, or CuPy arrays for a CUDA C++ kernel).
 
     Raises:
         ValueError: the description has no `alternative`.
     """
-    import torch
-
     if desc.alternative is None:
         raise ValueError(f"kernel {desc.name!r} has no `alternative` to compare with")
     code = compile(desc.alternative.expression, f"<{desc.name} alternative>", "eval")
-    names = {"torch": torch, "math": math, **desc.sizes}
+    names = {**arrays_for(desc.kind).reference_names(), "math": math, **desc.sizes}
 
     def launch(tensors: Mapping[str, Any]) -> Any:
         args = {k: v for k, v in tensors.items() if k not in desc.outputs}
@@ -127,18 +135,19 @@ def check(desc: KernelDescription, launch: Launch, *, returns_output: bool, devi
     Raises:
         RuntimeError: the output is wrong.
     """
-    import torch
-
-    tensors = make_inputs(desc, seed=CHECK_SEED, device=device)
-    expected = reference_outputs(desc, tensors)
+    arrays = arrays_for(desc.kind)
+    tensors = make_inputs(desc, seed=CHECK_SEED, device=device, arrays=arrays)
+    expected = reference_outputs(desc, tensors, arrays)
     for name in desc.outputs:
-        poison_(tensors[name])
+        arrays.poison_(tensors[name])
     value = launch(tensors)
     if device == "cuda":
-        torch.cuda.synchronize()
+        arrays.synchronize()
     got = value if returns_output else tensors[desc.outputs[0]]
     got = got[0] if isinstance(got, tuple | list) else got
-    result = compare(got, expected[0], rtol=desc.tolerance.rtol, atol=desc.tolerance.atol)
+    result = compare(
+        got, expected[0], rtol=desc.tolerance.rtol, atol=desc.tolerance.atol, arrays=arrays
+    )
     if not result.ok:
         raise RuntimeError(f"wrong on fresh inputs: {result.message}")
     return result.rel_err
@@ -205,9 +214,14 @@ def remeasure(
         measured[name] = VariantMeasurement(config=config, rel_err=rel_err)
     if reference not in launchers:
         raise RuntimeError(f"the reference variant {reference!r} could not be checked: {skipped}")
-    sets = timing_sets(desc, device=device, protocol=protocol)
+    arrays = arrays_for(desc.kind)
+    sets = timing_sets(desc, device=device, protocol=protocol, arrays=arrays)
     names = list(launchers)
-    hold = exclusive_gpu() if device == "cuda" else contextlib.nullcontext()
+    hold = (
+        exclusive_gpu(arrays.current_device(), arrays=arrays)
+        if device == "cuda"
+        else contextlib.nullcontext()
+    )
     with hold:
         for r in range(warmup_rounds + rounds):
             # Rotating the order spreads any position effect over every variant.
@@ -218,9 +232,12 @@ def remeasure(
                     launch(sets[i])
 
                 if round_timer is not None:
-                    value, clock, temp = round_timer(run, len(sets)), None, None
+                    value = round_timer(run, len(sets), arrays=arrays)
+                    clock, temp = None, None
                 else:
-                    stats = measure_round(run, len(sets), device=device, protocol=protocol)
+                    stats = measure_round(
+                        run, len(sets), device=device, protocol=protocol, arrays=arrays
+                    )
                     value, clock, temp = stats.median_ms, stats.sm_clock_mhz, stats.temperature_c
                 if r >= warmup_rounds:
                     measured[name].samples_ms.append(float(value))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    import torch
+from objectives._arrays import TORCH
+from objectives._arrays import ArrayLibrary
 
 
 @dataclass(frozen=True)
@@ -27,43 +27,46 @@ class CheckResult:
     message: str
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, *, rtol: float, atol: float) -> CheckResult:
+def compare(
+    out: Any, ref: Any, *, rtol: float, atol: float, arrays: ArrayLibrary = TORCH
+) -> CheckResult:
     """Compare `out` with `ref` element-wise: |out − ref| <= atol + rtol·|ref|, NaN never passes.
 
     Args:
-        out: The kernel's output.
+        out: The kernel's output (a torch tensor, or a CuPy array with `arrays` = CuPy).
         ref: The reference output, same shape (moved to `out`'s device).
         rtol: Relative tolerance.
         atol: Absolute tolerance.
+        arrays: The library of `out` and `ref`.
 
     Returns:
         The check's outcome; a shape mismatch is a failed check, not an exception.
     """
-    import torch
-
+    xp = arrays.xp
     if tuple(out.shape) != tuple(ref.shape):
         return CheckResult(
             False, math.nan, math.nan, f"shape {tuple(out.shape)} != {tuple(ref.shape)}"
         )
     # float64 on the output's device: a 4096² check stays on the GPU instead of a host copy.
-    o = out.detach().to(torch.float64)
-    r = ref.detach().to(o.device, torch.float64)
-    nan_out = int(torch.isnan(o).sum())
-    nan_ref = torch.isnan(r)
-    diff = (o - r).abs()
-    bad = ~(diff <= atol + rtol * r.abs())
+    o = arrays.float64(out)
+    r = arrays.float64(ref, like=o)
+    nan_out = int(xp.isnan(o).sum())
+    nan_ref = xp.isnan(r)
+    diff = xp.abs(o - r)
+    bad = ~(diff <= atol + rtol * xp.abs(r))
     # An element whose reference is NaN too is a computed NaN, not an unwritten one.
-    bad &= ~(torch.isnan(o) & nan_ref)
+    bad &= ~(xp.isnan(o) & nan_ref)
     n_bad = int(bad.sum())
-    ref_norm = float(torch.linalg.vector_norm(torch.nan_to_num(r)))
-    err_norm = float(torch.linalg.vector_norm(torch.nan_to_num(o - r, nan=math.inf)))
+    ref_norm = arrays.norm(xp.nan_to_num(r))
+    err_norm = arrays.norm(xp.nan_to_num(o - r, nan=math.inf))
     rel = err_norm / ref_norm if ref_norm > 0 else err_norm
-    max_abs = float(diff.max()) if diff.numel() else 0.0
+    count = math.prod(o.shape)
+    max_abs = float(diff.max()) if count else 0.0
     if n_bad == 0:
         return CheckResult(True, max_abs, rel, "")
-    worst = int(torch.argmax(torch.nan_to_num(diff, nan=math.inf)))
+    worst = int(xp.argmax(xp.nan_to_num(diff, nan=math.inf)))
     msg = (
-        f"{n_bad} of {o.numel()} elements outside atol={atol} rtol={rtol}"
+        f"{n_bad} of {count} elements outside atol={atol} rtol={rtol}"
         f" ({nan_out} NaN, i.e. unwritten or invalid); worst at flat index {worst}:"
         f" got {o.flatten()[worst].item()!r}, expected {r.flatten()[worst].item()!r}"
     )

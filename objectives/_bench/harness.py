@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from typing import Any
 
+from objectives._arrays import TORCH
+from objectives._arrays import ArrayLibrary
 from objectives._bench.checking import compare
 from objectives._bench.inputs import make_inputs
 from objectives._bench.inputs import reference_outputs
@@ -17,19 +19,18 @@ from objectives._nvml import measure_energy
 from objectives.protocol import measure_round
 
 if TYPE_CHECKING:
-    import torch
-
     from objectives.description import KernelDescription
 
 
 def check_and_time(
     desc: KernelDescription,
-    launch: Callable[[Mapping[str, torch.Tensor]], object],
+    launch: Callable[[Mapping[str, Any]], object],
     *,
     seed: int,
     device: str,
     energy: bool = False,
     progress: Callable[[str], None] | None = None,
+    arrays: ArrayLibrary = TORCH,
 ) -> dict[str, Any]:
     """Check a compiled kernel on fresh random inputs, then time it on rotating input sets.
 
@@ -39,12 +40,14 @@ def check_and_time(
 
     Args:
         desc: The kernel description (inputs, outputs, reference, tolerance).
-        launch: Launches the kernel on a dict of named tensors (asynchronously on a GPU).
+        launch: Launches the kernel on a dict of named arrays of `arrays`' library
+            (asynchronously on a GPU).
         seed: Seed of the checked inputs (a new one per candidate: never the same data twice).
         device: ``"cuda"`` to time with CUDA events; ``"cpu"`` (interpreter) for the host clock.
         energy: Also measure energy per call and power through NVML (GPU only).
         progress: The isolated worker's ``progress``, told while waiting for the GPU so that
             a queue of benchmarks does not count against the run timeout.
+        arrays: The kernel's array library: torch (Triton, Helion) or CuPy (CUDA C++).
 
     Returns:
         A result dict: ``status`` (``ok`` or ``wrong_result``), ``time_ms`` (median; NaN when
@@ -53,33 +56,39 @@ def check_and_time(
         ``gpu_wait_s`` (seconds waiting for other trials to release it).
     """
     if device != "cuda":
-        return _check_and_time(desc, launch, seed=seed, device=device, energy=False)
-    import torch
-
+        return _check_and_time(desc, launch, seed=seed, device=device, energy=False, arrays=arrays)
     from objectives._gpu import exclusive_gpu
 
-    with exclusive_gpu(torch.cuda.current_device(), heartbeat=progress) as lease:
-        result = _check_and_time(desc, launch, seed=seed, device=device, energy=energy)
+    index = arrays.current_device()
+    with exclusive_gpu(index, heartbeat=progress, arrays=arrays) as lease:
+        result = _check_and_time(
+            desc, launch, seed=seed, device=device, energy=energy, arrays=arrays
+        )
     return {**result, "gpu_s": lease.held_s, "gpu_wait_s": lease.wait_s}
 
 
 def _check_and_time(
     desc: KernelDescription,
-    launch: Callable[[Mapping[str, torch.Tensor]], object],
+    launch: Callable[[Mapping[str, Any]], object],
     *,
     seed: int,
     device: str,
     energy: bool,
+    arrays: ArrayLibrary,
 ) -> dict[str, Any]:
-    import torch
-
-    tensors = make_inputs(desc, seed=seed, device=device)
-    expected = reference_outputs(desc, tensors)
+    tensors = make_inputs(desc, seed=seed, device=device, arrays=arrays)
+    expected = reference_outputs(desc, tensors, arrays)
     launch(tensors)
     if device == "cuda":
-        torch.cuda.synchronize()
+        arrays.synchronize()
     checks = [
-        compare(tensors[name], ref, rtol=desc.tolerance.rtol, atol=desc.tolerance.atol)
+        compare(
+            tensors[name],
+            ref,
+            rtol=desc.tolerance.rtol,
+            atol=desc.tolerance.atol,
+            arrays=arrays,
+        )
         for name, ref in zip(desc.outputs, expected, strict=True)
     ]
     errors = {
@@ -96,17 +105,17 @@ def _check_and_time(
             **errors,
         }
     del tensors, expected
-    sets = timing_sets(desc, device=device)
+    sets = timing_sets(desc, device=device, arrays=arrays)
 
     def run(i: int) -> None:
         launch(sets[i])
 
-    stats = measure_round(run, len(sets), device=device)
+    stats = measure_round(run, len(sets), device=device, arrays=arrays)
     out: dict[str, Any] = {"status": "ok", "time_ms": stats.median_ms, **stats.as_metrics()}
     out.update(errors, n_rotate=len(sets))
     if energy and device == "cuda":
         # An energy objective with no reading must fail loudly, not vanish from the result.
-        measured = measure_energy(run, n_rotate=len(sets))
+        measured = measure_energy(run, n_rotate=len(sets), arrays=arrays)
         out.update(measured)
         if not measured:
             out["energy_error"] = "NVML has no energy counter for this GPU"

@@ -10,7 +10,10 @@ import sys
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+from typing import Any
 
+from objectives._arrays import TORCH
+from objectives._arrays import ArrayLibrary
 from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.protocol import MeasurementProtocol
 
@@ -95,44 +98,36 @@ def poison_(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _dtype(name: str) -> torch.dtype:
-    import torch
-
-    dtype: torch.dtype = getattr(torch, name)
-    return dtype
-
-
-def make_inputs(desc: KernelDescription, *, seed: int, device: str) -> dict[str, torch.Tensor]:
+def make_inputs(
+    desc: KernelDescription, *, seed: int, device: str, arrays: ArrayLibrary = TORCH
+) -> dict[str, Any]:
     """A fresh random set of every input of `desc` (outputs included, then poisoned), drawn on
-    `device`."""
-    import torch
-
-    gen = torch.Generator(device=device).manual_seed(seed)
+    `device` with `arrays` (torch tensors by default, CuPy arrays for CUDA C++)."""
+    gen = arrays.generator(seed, device)
     tensors = {
-        spec.name: random_tensor(
-            desc.shape_of(spec), _dtype(spec.dtype), spec.init, generator=gen, device=device
+        spec.name: arrays.random_array(
+            desc.shape_of(spec), spec.dtype, spec.init, generator=gen, device=device
         )
         for spec in desc.inputs
     }
     for name in desc.outputs:
-        poison_(tensors[name])
+        arrays.poison_(tensors[name])
     return tensors
 
 
 def reference_outputs(
-    desc: KernelDescription, tensors: Mapping[str, torch.Tensor]
-) -> list[torch.Tensor]:
+    desc: KernelDescription, tensors: Mapping[str, Any], arrays: ArrayLibrary = TORCH
+) -> list[Any]:
     """Evaluate the description's reference on the non-output inputs, one tensor per output.
 
     A ``"module:function"`` reference (the module is looked up next to the kernel source) is
     called with the non-output inputs as keyword arguments; any other text is a Python
-    expression over those inputs, the `sizes`, the `scalars`, ``torch`` and ``math``.
+    expression over those inputs, the `sizes`, the `scalars`, ``math`` and the array library
+    (``torch``; ``cupy`` for CUDA C++ kernels, whose inputs are CuPy arrays).
 
     Raises:
         ValueError: If the description has no reference or it gives the wrong number of tensors.
     """
-    import torch
-
     if desc.reference is None:
         raise ValueError(f"kernel {desc.name!r} has no `reference`; it cannot be checked")
     args = {k: v for k, v in tensors.items() if k not in desc.outputs}
@@ -143,7 +138,7 @@ def reference_outputs(
             sys.path.insert(0, source_dir)
         value = getattr(importlib.import_module(module), name)(**args)
     else:
-        scope = {"torch": torch, "math": math, **desc.sizes, **desc.scalars, **args}
+        scope = {**arrays.reference_names(), "math": math, **desc.sizes, **desc.scalars, **args}
         value = eval(desc.reference, {"__builtins__": {}}, scope)
     values = list(value) if isinstance(value, (tuple, list)) else [value]
     if len(values) != len(desc.outputs):
@@ -159,21 +154,28 @@ class _TimingSetCache:
 
     def __init__(self) -> None:
         self._key: str | None = None
-        self._sets: list[dict[str, torch.Tensor]] = []
+        self._sets: list[dict[str, Any]] = []
 
     def get(
-        self, desc: KernelDescription, device: str, protocol: MeasurementProtocol
-    ) -> list[dict[str, torch.Tensor]]:
+        self,
+        desc: KernelDescription,
+        device: str,
+        protocol: MeasurementProtocol,
+        arrays: ArrayLibrary,
+    ) -> list[dict[str, Any]]:
         shapes = [(s.name, desc.shape_of(s), s.dtype, s.init) for s in desc.inputs]
-        key = json.dumps([desc.name, device, shapes, protocol.rotate_bytes, protocol.max_rotate])
+        key = json.dumps(
+            [desc.name, device, arrays.name, shapes, protocol.rotate_bytes, protocol.max_rotate]
+        )
         if key != self._key:
             self._key, self._sets = None, []
             set_bytes = sum(
-                math.prod(desc.shape_of(s)) * _dtype(s.dtype).itemsize for s in desc.inputs
+                math.prod(desc.shape_of(s)) * arrays.itemsize(s.dtype) for s in desc.inputs
             )
             n_rotate = protocol.n_rotate(set_bytes)
             self._sets = [
-                make_inputs(desc, seed=TIMING_SEED + i, device=device) for i in range(n_rotate)
+                make_inputs(desc, seed=TIMING_SEED + i, device=device, arrays=arrays)
+                for i in range(n_rotate)
             ]
             self._key = key
         return self._sets
@@ -183,8 +185,12 @@ _TIMING_SETS = _TimingSetCache()
 
 
 def timing_sets(
-    desc: KernelDescription, *, device: str, protocol: MeasurementProtocol = DEFAULT_PROTOCOL
-) -> list[dict[str, torch.Tensor]]:
+    desc: KernelDescription,
+    *,
+    device: str,
+    protocol: MeasurementProtocol = DEFAULT_PROTOCOL,
+    arrays: ArrayLibrary = TORCH,
+) -> list[dict[str, Any]]:
     """The input sets every candidate of `desc` is timed on, drawn once per process.
 
     Enough sets to rotate through `protocol.rotate_bytes` (at most `protocol.max_rotate`), so
@@ -193,4 +199,4 @@ def timing_sets(
     took 1–3 s, most of an evaluation), and every candidate, in the search and in every
     re-measurement, is timed on the same data (seeds from `TIMING_SEED`).
     """
-    return _TIMING_SETS.get(desc, device, protocol)
+    return _TIMING_SETS.get(desc, device, protocol, arrays)

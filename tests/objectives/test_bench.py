@@ -104,3 +104,15 @@ def test_time_cuda_matches_kernel_scale():
     assert stats.timer == "cuda_events" and stats.n > 5
     assert 0.01 < stats.median_ms < 10.0
     assert stats.min_ms <= stats.median_ms <= stats.max_ms
+
+
+@pytest.mark.gpu
+def test_time_cuda_agrees_with_triton_do_bench():
+    # time_cuda is do_bench's procedure written over the array library (objectives/protocol.py).
+    from triton.testing import do_bench
+
+    x = [torch.randn(2**24, device="cuda") for _ in range(2)]
+    y = torch.empty_like(x[0])
+    theirs = do_bench(lambda: torch.mul(x[0], 2.0, out=y), warmup=25, rep=100, return_mode="median")
+    ours = time_cuda(lambda i: torch.mul(x[i], 2.0, out=y), n_rotate=2, warmup_ms=25, rep_ms=100)
+    assert 0.9 < ours.median_ms / theirs < 1.1, (ours.median_ms, theirs)

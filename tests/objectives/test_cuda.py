@@ -103,3 +103,94 @@ def test_a_scalar_may_not_shadow_a_size(tmp_path) -> None:
     (tmp_path / "saxpy.yaml").write_text(text)
     with pytest.raises(DescriptionError, match=r"scalars \['n'\] also name a size"):
         load_description(tmp_path / "saxpy.yaml")
+
+
+# A process where torch and Triton cannot be imported (tests/objectives/data/no_torch): the CUDA
+# C++ path, from the trainable through the isolated worker's compile, launch, check and
+# CUDA-event timing, must run there. Without a GPU, CuPy is a host-memory stand-in
+# (tests/objectives/data/fake_cupy); on a GPU, the real one.
+DATA = Path(__file__).parent / "data"
+_WITHOUT_TORCH = """
+import json, sys
+try:
+    import torch
+    blocked = False
+except ImportError:
+    blocked = True
+from objectives.cuda import make_trainable
+from objectives.description import load_description
+result = make_trainable(load_description(sys.argv[1]))({"params": {"BLOCK": 128, "ITEMS": 2}})
+print(json.dumps({"blocked": blocked, "torch": "torch" in sys.modules, "result": result}))
+"""
+
+
+def _saxpy_without_torch(tmp_path: Path, *, n: int, fake_cupy: bool, **env: str) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    shutil.copy(SAXPY.with_suffix(".cu"), tmp_path / "saxpy.cu")
+    text = SAXPY.read_text().replace("n: 16777216", f"n: {n}")
+    (tmp_path / "saxpy.yaml").write_text(text)
+    path = [DATA / "no_torch", *([DATA / "fake_cupy"] if fake_cupy else []), SAXPY.parents[3]]
+    run = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TORCH, str(tmp_path / "saxpy.yaml")],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(map(str, path)),
+            "CIQ_TUNE_CACHE": str(tmp_path / "cache"),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out: dict = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["blocked"] and not out["torch"]
+    return out["result"]
+
+
+@needs_nvcc
+def test_cuda_kernel_checks_and_times_without_torch(tmp_path):
+    result = _saxpy_without_torch(tmp_path, n=4096, fake_cupy=True, CIQ_TUNE_LOCK_DIR=str(tmp_path))
+    assert result["status"] == "ok", result
+    assert result["timer"] == "cuda_events" and result["n"] >= 1
+    assert math.isfinite(result["time_ms"]) and result["time_ms"] > 0
+    assert result["rel_err"] < 1e-6 and result["n_rotate"] == 8
+    assert result["gpu_s"] > 0 and result["registers"] > 0
+    # The GPU lock is named after the PCI id in NVML's form, as torch-side trials name it.
+    assert (tmp_path / "ciq-tune-gpu-00000000-c1-00-0.lock").exists()
+
+
+@needs_nvcc
+def test_cuda_kernel_wrong_result_without_torch(tmp_path):
+    # The stand-in kernel leaves `out` as the harness poisoned it (NaN).
+    result = _saxpy_without_torch(tmp_path, n=4096, fake_cupy=True, FAKE_CUPY_WRONG="1")
+    assert result["status"] == "wrong_result", result
+    assert "'out'" in result["error"] and "4096 NaN" in result["error"]
+    assert math.isnan(result["time_ms"])
+
+
+@pytest.mark.gpu
+def test_saxpy_on_gpu_without_torch(tmp_path):
+    pytest.importorskip("cupy", reason="needs CuPy: pip install 'ciq-tune[cuda]'")
+    result = _saxpy_without_torch(tmp_path, n=16777216, fake_cupy=False)
+    assert result["status"] == "ok", result
+    # 192 MiB moved (x, y read; out written): 0.02 ms at 10 TB/s, 2 ms at 0.1 TB/s.
+    assert 0.02 < result["time_ms"] < 2.0 and result["n"] > 5
+    assert result["rel_err"] < 1e-6 and result["timer"] == "cuda_events"
+
+
+@pytest.mark.gpu
+def test_cuda_graph_timing_agrees_with_the_protocol_through_cupy():
+    pytest.importorskip("cupy", reason="needs CuPy: pip install 'ciq-tune[cuda]'")
+    from objectives.verify import verify_config
+
+    desc = load_description(SAXPY)
+    result = verify_config(desc, {"params": {"BLOCK": 256, "ITEMS": 4}}, rounds=5)
+    assert not result["protocol"]["skipped"], result["protocol"]["skipped"]
+    # The two methods differ by a constant per-launch overhead only (objectives/verify.py).
+    for name, ratio in result["agreement"].items():
+        assert 0.7 < ratio < 1.3, (name, ratio)

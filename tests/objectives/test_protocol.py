@@ -51,13 +51,15 @@ def test_a_gpu_round_warms_up_long_after_idle_and_short_right_after_a_round(monk
 
     warmups: list[float] = []
 
-    def fake_time_cuda(fn, *, n_rotate, warmup_ms, rep_ms):
+    def fake_time_cuda(fn, *, n_rotate, warmup_ms, rep_ms, arrays):
         warmups.append(warmup_ms)
         return protocol.summarize([1.0, 1.1], timer="cuda_events")
 
     monkeypatch.setattr(protocol, "time_cuda", fake_time_cuda)
     monkeypatch.setattr(
-        protocol, "gpu_conditions", lambda: {"sm_clock_mhz": 1500.0, "temperature_c": 50.0}
+        protocol,
+        "gpu_conditions",
+        lambda arrays: {"sm_clock_mhz": 1500.0, "temperature_c": 50.0},
     )
     monkeypatch.setattr(protocol, "_last_round_end", None)
     # a 5 s gap: "right after" holds on a loaded CI machine too
@@ -77,3 +79,61 @@ def test_warmup_after_a_gap():
     assert p.warmup_after(None) == 100.0
     assert p.warmup_after(49.0) == 10.0
     assert p.warmup_after(51.0) == 100.0
+
+
+class _TracedGpu:
+    """An array library whose events read a clock that each launch advances by 2 ms, and which
+    records the order of flushes, event records, launches and synchronisations."""
+
+    name = "traced"
+
+    def __init__(self) -> None:
+        self.clock = 0.0
+        self.trace: list[object] = []
+
+    def launch(self, i: int) -> None:
+        self.trace.append(i)
+        self.clock += 2.0
+
+    def synchronize(self, index: int | None = None) -> None:
+        self.trace.append("sync")
+
+    def event(self) -> object:
+        gpu = self
+
+        class Event:
+            t = 0.0
+
+            def record(self) -> None:
+                self.t = gpu.clock
+                gpu.trace.append("record")
+
+        return Event()
+
+    def elapsed_ms(self, start, end) -> float:
+        return end.t - start.t
+
+    def empty_int32(self, n: int) -> object:
+        self.trace.append(("alloc", n * 4))
+        return object()
+
+    def zero_(self, buffer) -> None:
+        self.trace.append("flush")
+
+
+def test_cuda_round_estimates_then_warms_up_and_times_flushed_launches():
+    from objectives.protocol import FLUSH_BYTES
+    from objectives.protocol import time_cuda
+
+    gpu = _TracedGpu()
+    stats = time_cuda(gpu.launch, n_rotate=3, warmup_ms=10, rep_ms=20, arrays=gpu)
+    # 2 ms per launch: 10 ms of warm-up is 5 launches, 20 ms of timing is 10.
+    assert stats.timer == "cuda_events" and stats.n == 10 and stats.median_ms == 2.0
+    launches = [x for x in gpu.trace if isinstance(x, int)]
+    assert launches == [i % 3 for i in range(1 + 5 + 5 + 10)]  # rotating over the sets
+    assert gpu.trace[:3] == [0, "sync", ("alloc", FLUSH_BYTES)]
+    flushed = ["flush", 1, "flush", 2, "flush", 0, "flush", 1, "flush", 2]
+    assert gpu.trace[3:16] == ["record", *flushed, "record", "sync"]  # the estimate
+    timed = gpu.trace[-(10 * 4 + 1) :]
+    assert timed[:4] == ["flush", "record", timed[2], "record"] and timed[-1] == "sync"
+    assert timed.count("flush") == 10 and timed.count("record") == 20
