@@ -71,47 +71,20 @@ def group_shapes(desc: KernelDescription) -> list[ShapeGroup]:
     return [ShapeGroup(dict(key), tuple(shapes)) for key, shapes in groups.items()]
 
 
-DEFAULT_TRANSFER = 0.2
-"""Fraction of the budget a bucket after the anchors gets when it starts from its neighbours'
-winners: with two anchors and the two winners evaluated back per bucket, a 12-bucket matrix
-costs at most 2 × 40 + 10 × 8 + 12 × 2 = 184 of the 480 evaluations of independent searches
-of budget 40 (38 %)."""
-
-BUCKETS_PER_ANCHOR = 6
-"""Buckets per anchor: a bucket searched with the whole budget before the transfer searches.
-On the H200's 12-shape LLM matmul one anchor (M=128) left the largest shapes 3-12 % behind
-their independent searches: their best tiles (large, 8 warps) were never among a 10-evaluation
-search's candidates nor its neighbours' winners (docs/benchmarks.md, issue 15)."""
-
-
-def anchors_for(n_buckets: int) -> int:
-    """How many anchors a matrix of `n_buckets` buckets gets (`BUCKETS_PER_ANCHOR`)."""
-    return max(1, n_buckets // BUCKETS_PER_ANCHOR)
-
-
-def schedule(groups: Sequence[ShapeGroup], *, anchors: int = 1) -> list[ShapeGroup]:
+def schedule(groups: Sequence[ShapeGroup]) -> list[ShapeGroup]:
     """The order to tune buckets in so that each one starts next to a tuned neighbour.
 
-    First `anchors` buckets chosen as k-medoids (greedily: the medoid, least total log2
-    distance to the others, then each time the bucket that most lowers the total distance of
-    every bucket to its nearest anchor), so that each region of the matrix has a bucket
-    searched in full; then repeatedly the untuned bucket nearest to any tuned one (ties: the
-    heavier one first), so that every later search has a close winner to start from.
+    First the medoid (least total log2 distance to the others: its winner is the best single
+    guess for the rest), then repeatedly the untuned bucket nearest to any tuned one (ties:
+    the heavier one first), so that every search after the first has a close winner to start
+    from.
     """
     left = list(groups)
     if len(left) <= 1:
         return left
-    order: list[ShapeGroup] = []
-    for _ in range(min(max(anchors, 1), len(left))):
-
-        def spread(candidate: ShapeGroup) -> tuple[float, float]:
-            chosen = [*order, candidate]
-            total = sum(min(g.distance(a) for a in chosen) for g in groups)
-            return total, -candidate.weight
-
-        nxt = min(left, key=spread)
-        order.append(nxt)
-        left.remove(nxt)
+    first = min(left, key=lambda g: (sum(g.distance(o) for o in left), -g.weight))
+    order = [first]
+    left.remove(first)
     while left:
         nxt = min(left, key=lambda g: (min(g.distance(t) for t in order), -g.weight))
         order.append(nxt)

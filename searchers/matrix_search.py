@@ -32,9 +32,7 @@ from objectives import make_trainable
 from objectives import measurement_is_exact
 from objectives import starting_points
 from objectives.description import KernelDescription
-from objectives.matrix import DEFAULT_TRANSFER
 from objectives.matrix import ShapeGroup
-from objectives.matrix import anchors_for
 from objectives.matrix import group_metric
 from objectives.matrix import group_shapes
 from objectives.matrix import make_group_trainable
@@ -58,8 +56,8 @@ class MatrixSettings:
     """Budgets of a matrix search.
 
     Attributes:
-        budget: Evaluations of an independent search of one bucket (and of each anchor when
-            transferring: `objectives.matrix.anchors_for`).
+        budget: Evaluations of an independent search of one bucket (and of the first bucket
+            when transferring).
         transfer: Fraction of `budget` that each later bucket gets when it starts from its
             neighbours' winners (after all searches, each bucket also evaluates the winners of
             its `TRANSFER_BACK` nearest other buckets that it has not evaluated); None: no
@@ -70,15 +68,14 @@ class MatrixSettings:
     """
 
     budget: int
-    transfer: float | None = DEFAULT_TRANSFER
+    transfer: float | None = 0.25
     seed: int = 0
     validate_top: int = 3
     validation: ValidationConfig = field(default_factory=ValidationConfig)
 
-    def budget_for(self, position: int, n_points: int, *, anchors: int = 1) -> int:
-        """Evaluations of the bucket tuned `position`-th (0-based) with `n_points` starts,
-        the first `anchors` buckets being searched in full."""
-        if self.transfer is None or position < anchors:
+    def budget_for(self, position: int, n_points: int) -> int:
+        """Evaluations of the bucket tuned `position`-th (0-based) with `n_points` starts."""
+        if self.transfer is None or position == 0:
             return self.budget
         return max(n_points + 1, math.ceil(self.budget * self.transfer))
 
@@ -124,9 +121,7 @@ def tune_matrix(
         One outcome per bucket, in the order they were tuned.
     """
     gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
-    groups = group_shapes(desc)
-    anchors = anchors_for(len(groups)) if settings.transfer is not None else len(groups)
-    order = schedule(groups, anchors=anchors)
+    order = schedule(group_shapes(desc))
     searched: list[_Searched] = []
     for position, group in enumerate(order):
         at_first = desc.at_shape(group.shapes[0])
@@ -141,7 +136,7 @@ def tune_matrix(
         baselines = None
         if len(group.shapes) > 1:
             baselines = _remote(gpus, _baseline_values, desc, group, baseline)
-        budget = settings.budget_for(position, len(points), anchors=anchors)
+        budget = settings.budget_for(position, len(points))
         log(f"bucket {position + 1}/{len(order)} ({group.label()}): {budget} evaluations")
         tuner, searcher = kernel_tuner(
             make_group_trainable(desc, group, baselines, make_trainable=_quiet),

@@ -20,8 +20,6 @@ from ciq_tune.cli._options import add_verbose
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
 from ciq_tune.errors import CiqTuneError
-from objectives.matrix import BUCKETS_PER_ANCHOR
-from objectives.matrix import DEFAULT_TRANSFER
 
 if TYPE_CHECKING:
     from ciq_tune.validation import SearchValidation
@@ -109,11 +107,10 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--transfer",
         type=float,
-        default=DEFAULT_TRANSFER,
+        default=0.25,
         metavar="FRACTION",
-        help="a description with `shapes`: each bucket after the anchors (one per "
-        f"{BUCKETS_PER_ANCHOR} buckets, searched with --budget) starts from its nearest tuned "
-        "neighbours' winners with FRACTION of --budget (default %(default)s)",
+        help="a description with `shapes`: each bucket after the first starts from its nearest "
+        "tuned neighbours' winners with FRACTION of --budget (default %(default)s)",
     )
     parser.add_argument(
         "--no-transfer",

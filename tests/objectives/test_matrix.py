@@ -13,7 +13,6 @@ from ciq_tune.errors import DescriptionError
 from objectives.description import load_description
 from objectives.matrix import GROUP_METRIC
 from objectives.matrix import GUARD_STATUS
-from objectives.matrix import anchors_for
 from objectives.matrix import combine
 from objectives.matrix import group_shapes
 from objectives.matrix import make_group_trainable
@@ -122,20 +121,6 @@ def test_schedule_starts_at_the_medoid_and_grows_by_nearest(tmp_path: Path) -> N
     for i in range(1, len(rows)):
         gaps = [abs(math.log2(rows[i]) - math.log2(r)) for r in rows[:i]]
         assert min(gaps) == 2.0  # always next to a tuned neighbour (a factor of 4 away)
-
-
-def test_two_anchors_cover_the_small_and_the_large_shapes_of_the_llm_matrix() -> None:
-    desc = load_description(DATA.parents[2] / "examples/kernels/triton/matmul_llm.yaml")
-    groups = group_shapes(desc)
-    assert anchors_for(len(groups)) == 2 and anchors_for(3) == 1
-    order = schedule(groups, anchors=2)
-    first, second = (g.shapes[0].sizes["M"] for g in order[:2])
-    # one anchor among M <= 128 and one among M >= 1024, whichever comes first
-    assert sorted([first <= 128, second <= 128]) == [False, True]
-    assert sorted(g.label() for g in order) == sorted(g.label() for g in groups)
-    # every bucket after the anchors still starts next to a tuned one (a factor of 16 at most)
-    for i in range(2, len(order)):
-        assert min(order[i].distance(t) for t in order[:i]) <= 4.0
 
 
 def test_transfer_points_are_nearest_first_and_distinct(tmp_path: Path) -> None:

@@ -99,13 +99,3 @@ def test_one_configuration_for_the_matrix_is_validated_on_every_shape(
         "params": entry["params"],
         "controls": entry["controls"],
     }
-
-
-def test_anchors_get_the_whole_budget_and_later_buckets_the_transfer_share() -> None:
-    from searchers.matrix_search import MatrixSettings
-
-    settings = MatrixSettings(budget=40, transfer=0.2)
-    assert [settings.budget_for(p, 4, anchors=2) for p in range(4)] == [40, 40, 8, 8]
-    # never fewer than the starting points and one searched candidate
-    assert settings.budget_for(3, 9, anchors=2) == 10
-    assert MatrixSettings(budget=40, transfer=None).budget_for(5, 4, anchors=1) == 40
