@@ -89,7 +89,8 @@ def run_once(args: argparse.Namespace, gpus: int, mode: str) -> dict[str, Any]:
             "benchmark": mode,
             "tracking": "none",
             "trials_per_search": args.trials_per_search,
-            "trials_per_gpu": args.trials_per_gpu,
+            # Staged (per-gpu) trials only compile: as many as the CPUs hold.
+            "trials_per_gpu": args.trials_per_gpu if mode == "in-trial" else None,
         }
     )
     try:
@@ -121,6 +122,11 @@ def run_once(args: argparse.Namespace, gpus: int, mode: str) -> dict[str, Any]:
         "evals_per_s": evaluations / wall_s,
         "evals_per_min": 60 * evaluations / wall_s,
         "nvml": nvml.summary(),
+        # GPU busy from the first finished evaluation to the last: the steady state, without
+        # starting Ray, the benchmark servers and the trials' workers.
+        "nvml_after_first": nvml.summary(
+            since=timing["first_result_at"], until=timing["last_result_at"]
+        ),
         "best": [r.get("best") for r in rows],
         "best_config": [r.get("best_config") for r in rows],
         "search_throughput": throughput,
@@ -190,15 +196,16 @@ def main() -> None:
                 print(
                     f"  {r['evaluations']} evaluations in {r['wall_s']:.1f} s = "
                     f"{r['evals_per_s']:.2f}/s ({r['evals_per_s_after_first']} after the first), "
-                    f"NVML busy {_busy(r)}, statuses {r['statuses']}",
+                    f"NVML busy {_busy(r)} ({_busy(r, 'nvml_after_first')} after the first), "
+                    f"statuses {r['statuses']}",
                     flush=True,
                 )
     base = {r["mode"]: r for r in runs if r["gpus"] == min(args.gpus)}
     print(
         "| mode | GPUs | searches | evaluations | s | evals/min | efficiency | evals/min after "
-        "the first | efficiency after the first | NVML busy % |"
+        "the first | efficiency after the first | NVML busy % | NVML busy % after the first |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in runs:
         b = base.get(r["mode"])
         k = max(r["gpus"], 1)
@@ -210,7 +217,7 @@ def main() -> None:
         print(
             f"| {r['mode']} | {r['gpus']} | {r['searches']} | {r['evaluations']} | "
             f"{r['wall_s']:.1f} | {r['evals_per_min']:.1f} | {_fmt(eff)} | {_fmt(steady, 1)} | "
-            f"{_fmt(eff_steady)} | {_busy(r)} |"
+            f"{_fmt(eff_steady)} | {_busy(r)} | {_busy(r, 'nvml_after_first')} |"
         )
     report: dict[str, Any] = {"runs": runs}
     if args.remeasure:
@@ -246,8 +253,8 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _busy(run: dict[str, Any]) -> list[float]:
-    return [round(v["mean_pct"], 1) for v in run["nvml"]["gpus"].values()]
+def _busy(run: dict[str, Any], key: str = "nvml") -> list[float]:
+    return [round(v["mean_pct"], 1) for v in run[key]["gpus"].values()]
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 import re
 import tempfile
@@ -178,6 +179,9 @@ class UtilizationSampler:
             raise ValueError(f"`period_s` must be > 0, got period_s={period_s}")
         self._period_s = period_s
         self._samples: dict[str, list[float]] = {}
+        # Wall-clock time (`time.time`, seconds) of each sampling tick, so that a window of the
+        # run (e.g. after the first result) can be summarised on its own.
+        self._times: list[float] = []
         self._error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -206,6 +210,7 @@ class UtilizationSampler:
 
     def _run(self, pynvml: Any, handles: dict[str, Any]) -> None:
         while not self._stop.wait(self._period_s):
+            self._times.append(time.time())
             for bus, handle in handles.items():
                 try:
                     rate = pynvml.nvmlDeviceGetUtilizationRates(handle)
@@ -220,20 +225,27 @@ class UtilizationSampler:
             self._thread.join()
         self._stopped = time.perf_counter()
 
-    def summary(self) -> dict[str, Any]:
-        """Mean utilisation (%) per GPU over the sampled window, or why there is none."""
-        gpus = {
-            bus: {
-                "mean_pct": sum(values) / len(values),
-                "samples": len(values),
-            }
-            for bus, values in self._samples.items()
-            if values
-        }
+    def summary(self, since: float | None = None, until: float | None = None) -> dict[str, Any]:
+        """Mean utilisation (%) per GPU over the sampled window, or why there is none.
+
+        Args:
+            since: Only samples taken at or after this `time.time` (default: from the start).
+            until: Only samples taken at or before this `time.time` (default: to the end).
+        """
+        lo, hi = -math.inf if since is None else since, math.inf if until is None else until
+        gpus = {}
+        for bus, values in self._samples.items():
+            # A tick's time is stored before its values: at most the last time lacks them.
+            kept = [v for t, v in zip(self._times, values, strict=False) if lo <= t <= hi]
+            if kept:
+                gpus[bus] = {"mean_pct": sum(kept) / len(kept), "samples": len(kept)}
+        whole = max(self._stopped - self._started, 0.0)
         return {
             "available": bool(gpus),
             "period_s": self._period_s,
-            "window_s": max(self._stopped - self._started, 0.0),
+            "window_s": whole if since is None and until is None else None,
+            "since": since,
+            "until": until,
             "gpus": gpus,
             "error": self._error,
         }

@@ -267,6 +267,10 @@ class ProgressBoard:
             return None
         return (done - 1) / (self._last - self._first)
 
+    def result_window(self) -> tuple[float | None, float | None]:
+        """`time.time` of the campaign's first and last finished evaluation (None before one)."""
+        return self._first, self._last
+
 
 def _objective(
     spec: SearchSpec, name: str, desc: Any, benchmark: Benchmarker | None
@@ -462,6 +466,9 @@ def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list
             "searches_wall_s": time.perf_counter() - submitted,
             "evals_per_s_after_first": ray.get(progress.rate_after_first.remote()),
         }
+        timing["first_result_at"], timing["last_result_at"] = ray.get(
+            progress.result_window.remote()
+        )
         (out / "campaign_timing.json").write_text(json.dumps(timing, indent=1))
         if pool is not None:
             (out / "benchmark_servers.json").write_text(json.dumps(pool.stats(), indent=1))

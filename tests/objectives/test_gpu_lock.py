@@ -94,6 +94,29 @@ def test_utilization_sampler_without_nvml_says_why():
     assert summary["available"] or summary["error"]
 
 
+def test_utilization_sampler_summarises_a_window_of_its_samples(monkeypatch):
+    import types
+
+    busy = {"pct": 0.0}
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlDeviceGetCount=lambda: 1,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetPciInfo=lambda h: types.SimpleNamespace(busId=b"00000000:C1:00.0"),
+        nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=busy["pct"]),
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    with UtilizationSampler(period_s=0.01) as sampler:
+        time.sleep(0.2)
+        busy["pct"] = 100.0
+        since = time.time()
+        time.sleep(0.2)
+    whole = sampler.summary()["gpus"]["00000000:c1:00.0"]
+    window = sampler.summary(since=since + 0.02)["gpus"]["00000000:c1:00.0"]
+    assert window["mean_pct"] == 100.0 and window["samples"] < whole["samples"]
+    assert 0 < whole["mean_pct"] < 100
+
+
 def test_utilization_sampler_rejects_a_bad_period():
     with pytest.raises(ValueError, match="period_s=0"):
         UtilizationSampler(period_s=0)
