@@ -109,7 +109,11 @@ def run_once(args: argparse.Namespace, gpus: int, mode: str) -> dict[str, Any]:
     servers = config.out / "benchmark_servers.json"
     timing = json.loads((config.out / "campaign_timing.json").read_text())
     for r in rows:
-        print(f"    {r['name']}: {r['status']}, {r.get('evaluations')}/{r['budget']} evaluations")
+        error = f", first error: {r['error'][:160]}" if r.get("error") else ""
+        print(
+            f"    {r['name']}: {r['status']}, {r.get('evaluations')}/{r['budget']} evaluations"
+            f"{error}"
+        )
     return {
         "searches_wall_s": timing["searches_wall_s"],
         "evals_per_s_after_first": timing["evals_per_s_after_first"],
