@@ -1,5 +1,6 @@
 """Ctrl+C during `ciq-tune tune`: exit 130, every finished evaluation on disk, the printed count
-equal to the table's rows; `ciq-tune resume` then finishes the run on budget."""
+equal to the table's rows; `ciq-tune resume` then finishes the run on budget. The multi-shape
+and campaign paths: tests/searchers/test_matrix_search.py and test_campaign.py."""
 
 from __future__ import annotations
 
@@ -15,14 +16,31 @@ from pathlib import Path
 
 import pytest
 
+from ciq_tune.cli._interrupt import graceful_interrupt
+from ciq_tune.cli._interrupt import report_kept
+
 EXAMPLE = Path(__file__).parents[1] / "examples/kernels/ptx/spill.yaml"
 ROOT = Path(__file__).parents[1]
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.ray,  # the command starts Ray in its own process
-    pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed"),
-]
+
+def test_the_first_ctrl_c_asks_to_stop_and_the_second_stops_at_once() -> None:
+    stops: list[bool] = []
+    before = signal.getsignal(signal.SIGINT)
+    with graceful_interrupt(lambda: stops.append(True)) as interrupt:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert interrupt.received and stops == [True]
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert stops == [True]
+    assert signal.getsignal(signal.SIGINT) is before
+    assert "TUNE_DISABLE_SIGINT_HANDLER" not in os.environ
+
+
+def test_report_kept_prints_one_line_and_returns_130(capsys: pytest.CaptureFixture[str]) -> None:
+    assert report_kept(5, 3, "out/evaluations.csv", "run it again") == 130
+    assert capsys.readouterr().out == (
+        "interrupted: 5 evaluations (3 ok) written to out/evaluations.csv; run it again\n"
+    )
 
 
 def _rows(path: Path) -> int:
@@ -56,6 +74,9 @@ def _signal_after_first_evaluation(proc: subprocess.Popen[str], budget: int) -> 
     return lines
 
 
+@pytest.mark.slow
+@pytest.mark.ray  # the command starts Ray in its own process
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
 def test_sigint_exits_130_with_the_tables_count_and_resume_finishes(tmp_path: Path) -> None:
     out = tmp_path / "out"
     # The signal follows the first evaluation within milliseconds; 60 leaves the resume work to do.

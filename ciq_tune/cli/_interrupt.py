@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +30,11 @@ class Interrupt:
 
 
 @contextlib.contextmanager
-def graceful_interrupt() -> Iterator[Interrupt]:
-    """Around `Tuner.fit()`: the first Ctrl+C asks Tune to stop gracefully (it saves the
-    experiment, so `ciq-tune resume` can finish it) and is remembered; a second one stops at
-    once (KeyboardInterrupt)."""
+def graceful_interrupt(stop: Callable[[], object] | None = None) -> Iterator[Interrupt]:
+    """Around a search: the first Ctrl+C is remembered and calls `stop` (for a Tune run in
+    this process `searchers.interrupt.interrupt_tune_run`: Tune saves the experiment, so
+    `ciq-tune resume` can finish it; the search also polls `Interrupt.received`); a second one
+    stops at once (KeyboardInterrupt)."""
     state = Interrupt()
     previous_switch = os.environ.get(_TUNE_SIGINT_SWITCH)
     os.environ[_TUNE_SIGINT_SWITCH] = "1"
@@ -42,8 +44,8 @@ def graceful_interrupt() -> Iterator[Interrupt]:
             raise KeyboardInterrupt
         state.received = True
         print("ciq-tune: interrupted; stopping the search (Ctrl+C again: at once)", flush=True)
-        # Tune's graceful stop: the handler it installs for SIGUSR1 while it runs.
-        os.kill(os.getpid(), signal.SIGUSR1)
+        if stop is not None:
+            stop()
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
@@ -68,9 +70,14 @@ def report_interrupted(out: Path, results: SearchResults, next_step: str | None 
     default `ciq-tune resume`), and return 130."""
     ok = sum(1 for r in results.records if r.ok)
     next_step = next_step or f"finish the search with `ciq-tune resume {out}`"
+    return report_kept(len(results.records), ok, str(out / "evaluations.csv"), next_step)
+
+
+def report_kept(evaluations: int, ok: int, written: str, next_step: str) -> int:
+    """The one line of an interrupted run: `interrupted: N evaluations (K ok) written to
+    WHERE; NEXT STEP`; returns 130."""
     print(
-        f"interrupted: {len(results.records)} evaluations ({ok} ok) written to "
-        f"{out / 'evaluations.csv'}; {next_step}",
+        f"interrupted: {evaluations} evaluations ({ok} ok) written to {written}; {next_step}",
         flush=True,
     )
     return EXIT_INTERRUPTED

@@ -84,6 +84,8 @@ def tune_staged_command(args: argparse.Namespace) -> int:
     # Ray is imported once the arguments and files are known to be good (it takes seconds).
     import ray
 
+    from searchers.interrupt import StopRequested
+    from searchers.interrupt import interrupt_tune_run
     from searchers.kernel_search import NoiseSettings
     from searchers.staged import staged_results
     from searchers.staged import staged_search
@@ -100,12 +102,14 @@ def tune_staged_command(args: argparse.Namespace) -> int:
     try:
         require_gpu_for_cuda(desc.kind, int(ray.cluster_resources().get("GPU", 0)))
         started = time.perf_counter()
-        with graceful_interrupt() as interrupt:
+        with graceful_interrupt(interrupt_tune_run) as interrupt:
             staged = staged_search(
                 desc,
                 budget=args.budget,
                 seed=args.seed,
-                run_config=lambda stage: _run_config(args, desc, stage, progress),
+                run_config=lambda stage: _run_config(
+                    args, desc, stage, [*progress, StopRequested(lambda: interrupt.received)]
+                ),
                 trials_per_gpu=args.trials_per_gpu or 1,
                 noise=noise,
                 proceed=lambda: not interrupt.received,
@@ -127,9 +131,10 @@ def tune_staged_command(args: argparse.Namespace) -> int:
 
 
 def _run_config(
-    args: argparse.Namespace, desc: KernelDescription, stage: str, progress: list[Any]
+    args: argparse.Namespace, desc: KernelDescription, stage: str, callbacks: list[Any]
 ) -> tune.RunConfig:
-    """Each stage's RunConfig: `tune`'s tracking (one run per stage) and the progress line."""
+    """Each stage's RunConfig: `tune`'s tracking (one run per stage), the progress line and the
+    Ctrl+C hand-over (`callbacks`)."""
     from ray import tune
 
     from ciq_tune.tracking import TrackingConfig
@@ -144,7 +149,7 @@ def _run_config(
             *tracking_callbacks(
                 TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=name
             ),
-            *progress,
+            *callbacks,
         ],
     )
 

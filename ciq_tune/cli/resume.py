@@ -63,6 +63,7 @@ def _resume(args: argparse.Namespace) -> int:
     from ray import tune
 
     from searchers.compileiq_searcher import CompileIQSearcher
+    from searchers.interrupt import interrupt_tune_run
     from searchers.kernel_search import kernel_trainable
 
     experiment = args.run_dir.resolve() / "ray" / desc.name
@@ -85,7 +86,7 @@ def _resume(args: argparse.Namespace) -> int:
             desc.kind, settings.get("trials_per_gpu", 1), staged=pool is not None
         )
         trainable = tune.with_resources(kernel_trainable(desc, benchmark=pool), placement.resources)
-        with graceful_interrupt() as interrupt:
+        with graceful_interrupt(interrupt_tune_run) as interrupt:
             grid = tune.Tuner.restore(str(experiment), trainable).fit()
         searcher = CompileIQSearcher()
         searcher.restore_from_dir(str(experiment))

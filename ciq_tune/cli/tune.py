@@ -181,6 +181,8 @@ def _tune(args: argparse.Namespace) -> int:
     import ray
     from ray import tune
 
+    from searchers.interrupt import StopRequested
+    from searchers.interrupt import interrupt_tune_run
     from searchers.kernel_search import kernel_trainable
     from searchers.kernel_search import kernel_tuner
     from searchers.tracking import tracking_callbacks
@@ -192,31 +194,33 @@ def _tune(args: argparse.Namespace) -> int:
         pool = benchmark_pool(desc.kind, args.benchmark)
         placement = place_trials(desc.kind, args.trials_per_gpu, staged=pool is not None)
         require_gpu_for_cuda(desc.kind, int(ray.cluster_resources().get("GPU", 0)))
-        tuner, searcher = kernel_tuner(
-            kernel_trainable(desc, benchmark=pool),
-            placement,
-            space=space,
-            metric=desc.metric,
-            mode=desc.mode,
-            max_evaluations=args.budget,
-            seed=args.seed,
-            points_to_evaluate=points,
-            run_config=tune.RunConfig(
-                name=desc.name,
-                storage_path=str(args.out.resolve() / "ray"),
-                verbose=0,
-                callbacks=[
-                    *tracking_callbacks(
-                        TrackingConfig(backend=args.tracking),
-                        run_dir=args.out,
-                        search_name=desc.name,
-                    ),
-                    *progress_callbacks(desc, args.budget, args.quiet),
-                ],
-            ),
-        )
-        started = time.perf_counter()
-        with graceful_interrupt() as interrupt:
+        with graceful_interrupt(interrupt_tune_run) as interrupt:
+            tuner, searcher = kernel_tuner(
+                kernel_trainable(desc, benchmark=pool),
+                placement,
+                space=space,
+                metric=desc.metric,
+                mode=desc.mode,
+                max_evaluations=args.budget,
+                seed=args.seed,
+                points_to_evaluate=points,
+                run_config=tune.RunConfig(
+                    name=desc.name,
+                    storage_path=str(args.out.resolve() / "ray"),
+                    verbose=0,
+                    callbacks=[
+                        *tracking_callbacks(
+                            TrackingConfig(backend=args.tracking),
+                            run_dir=args.out,
+                            search_name=desc.name,
+                        ),
+                        *progress_callbacks(desc, args.budget, args.quiet),
+                        # A Ctrl+C before Tune's loop listens for a stop is handed over here.
+                        StopRequested(lambda: interrupt.received),
+                    ],
+                ),
+            )
+            started = time.perf_counter()
             grid = tuner.fit()
         write_evaluations(args.out, searcher.results())
         if interrupt.received:
