@@ -80,6 +80,21 @@ class MatrixSettings:
         return max(n_points + 1, math.ceil(self.budget * self.transfer))
 
 
+class MatrixInterrupted(Exception):
+    """`tune_matrix` stopped early (its `proceed` said no): the evaluations of the buckets it
+    searched, in tuning order, the last one possibly cut short; no transfer or validation ran.
+
+    Attributes:
+        searched: ``(bucket label, its evaluations)`` per searched bucket.
+        buckets: Buckets of the matrix.
+    """
+
+    def __init__(self, searched: list[tuple[str, SearchResults]], buckets: int) -> None:
+        super().__init__(f"stopped after {len(searched)} of {buckets} buckets")
+        self.searched = searched
+        self.buckets = buckets
+
+
 @dataclass
 class BucketOutcome:
     """What one bucket's search produced."""
@@ -107,6 +122,7 @@ def tune_matrix(
     run_config: Callable[[str], tune.RunConfig],
     *,
     log: Callable[[str], None] = print,
+    proceed: Callable[[], bool] | None = None,
 ) -> list[BucketOutcome]:
     """Tune every bucket of the description's matrix on the connected Ray cluster.
 
@@ -116,9 +132,14 @@ def tune_matrix(
         placement: Trial resources (`searchers.kernel_search.placement_on_cluster`).
         run_config: The Tuner's run configuration for a bucket's name.
         log: Where progress lines go.
+        proceed: Asked after each bucket's search; False stops there (a Ctrl+C, which also
+            ended that bucket's Tune run early).
 
     Returns:
         One outcome per bucket, in the order they were tuned.
+
+    Raises:
+        MatrixInterrupted: `proceed` said no; it holds the evaluations so far.
     """
     gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
     order = schedule(group_shapes(desc))
@@ -154,9 +175,23 @@ def tune_matrix(
         searched.append(
             _Searched(group, space, baseline, baselines, searcher.results(), rows, metric)
         )
+        _stop_unless(proceed, searched, len(order))
     if settings.transfer is not None:
         _transfer_back(desc, searched, gpus, log)
-    return [_outcome(desc, b, settings, gpus) for b in searched]
+    outcomes = []
+    for bucket in searched:
+        # Validation re-measures on the GPU for minutes: a Ctrl+C skips what is left of it.
+        _stop_unless(proceed, searched, len(order))
+        outcomes.append(_outcome(desc, bucket, settings, gpus))
+    return outcomes
+
+
+def _stop_unless(
+    proceed: Callable[[], bool] | None, searched: list[_Searched], buckets: int
+) -> None:
+    """Raise `MatrixInterrupted` with the evaluations so far when `proceed` says no."""
+    if proceed is not None and not proceed():
+        raise MatrixInterrupted([(b.group.label(), b.results) for b in searched], buckets)
 
 
 @dataclass

@@ -6,6 +6,8 @@ import argparse
 from typing import TYPE_CHECKING
 from typing import Any
 
+from ciq_tune.cli._interrupt import graceful_interrupt
+from ciq_tune.cli._interrupt import report_kept
 from ciq_tune.cli.tune import VALIDATE_TOP
 from ciq_tune.cli.tune import place_trials
 from ciq_tune.cli.tune import ray_init
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 
     from ciq_tune.validation import ValidationConfig
     from objectives.description import KernelDescription
+    from searchers.matrix_search import MatrixInterrupted
 
 
 def tune_matrix_command(
@@ -28,6 +31,9 @@ def tune_matrix_command(
     import ray
 
     from ciq_tune.controls import controls_file as cf
+    from searchers.interrupt import StopRequested
+    from searchers.interrupt import interrupt_tune_run
+    from searchers.matrix_search import MatrixInterrupted
     from searchers.matrix_search import MatrixSettings
     from searchers.matrix_search import controls_record
     from searchers.matrix_search import tune_matrix
@@ -46,7 +52,16 @@ def tune_matrix_command(
     started_ray = ray_init(args.address, args.num_cpus, args.verbose)
     try:
         placement = place_trials(desc.kind, args.trials_per_gpu)
-        outcomes = tune_matrix(desc, matrix_settings, placement, lambda n: _run_config(args, n))
+        with graceful_interrupt(interrupt_tune_run) as interrupt:
+            outcomes = tune_matrix(
+                desc,
+                matrix_settings,
+                placement,
+                lambda n: _run_config(args, n, StopRequested(lambda: interrupt.received)),
+                proceed=lambda: not interrupt.received,
+            )
+    except MatrixInterrupted as stopped:
+        return _report_interrupted(args, stopped)
     finally:
         if started_ray:
             ray.shutdown()
@@ -64,7 +79,23 @@ def tune_matrix_command(
     return 0
 
 
-def _run_config(args: argparse.Namespace, name: str) -> tune.RunConfig:
+def _report_interrupted(args: argparse.Namespace, stopped: MatrixInterrupted) -> int:
+    """Write the searched buckets' evaluations (OUT/evaluations-<i>.csv, in tuning order, as a
+    finished run) and say what was kept; no controls file. Returns 130."""
+    for index, (_, results) in enumerate(stopped.searched):
+        results.to_csv(args.out / f"evaluations-{index}.csv")
+    records = [r for _, results in stopped.searched for r in results.records]
+    return report_kept(
+        len(records),
+        sum(1 for r in records if r.ok),
+        f"{args.out / 'evaluations-*.csv'} ({len(stopped.searched)} of {stopped.buckets} "
+        "buckets searched; no controls file)",
+        "a multi-shape search does not resume: run `ciq-tune tune` again",
+    )
+
+
+def _run_config(args: argparse.Namespace, name: str, stop: tune.Callback) -> tune.RunConfig:
+    """A bucket's RunConfig: `tune`'s tracking and the Ctrl+C hand-over (`stop`)."""
     from ray import tune
 
     from ciq_tune.tracking import TrackingConfig
@@ -74,7 +105,7 @@ def _run_config(args: argparse.Namespace, name: str) -> tune.RunConfig:
         TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=name
     )
     storage = str(args.out.resolve() / "ray")
-    return tune.RunConfig(name=name, storage_path=storage, verbose=0, callbacks=callbacks)
+    return tune.RunConfig(name=name, storage_path=storage, verbose=0, callbacks=[*callbacks, stop])
 
 
 def _fmt(values: list[Any]) -> str:

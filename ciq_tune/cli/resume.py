@@ -41,6 +41,11 @@ def _resume(args: argparse.Namespace) -> int:
     from objectives import starting_points
 
     settings_path = args.run_dir / RUN_SETTINGS
+    if (args.run_dir / "campaign.csv").exists() and not settings_path.exists():
+        raise CiqTuneError(
+            f"`run_dir` {str(args.run_dir)!r} holds a campaign (campaign.csv); a campaign does "
+            "not resume: run `ciq-tune tune` again"
+        )
     if not settings_path.exists():
         raise CiqTuneError(
             f"`run_dir` {str(args.run_dir)!r} has no {RUN_SETTINGS}; give the --out folder of a "
@@ -58,6 +63,11 @@ def _resume(args: argparse.Namespace) -> int:
             f"{settings_path}: a staged search (`tune --stages`) does not resume; run it again"
         )
     desc = load_description(settings["description"])
+    if desc.shapes:
+        raise CiqTuneError(
+            f"{settings_path}: a multi-shape search (`shapes` in {settings['description']}) "
+            "does not resume; run `ciq-tune tune` again"
+        )
     # Ray is imported once the arguments and files are known to be good (it takes seconds).
     import ray
     from ray import tune

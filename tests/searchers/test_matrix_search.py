@@ -3,15 +3,21 @@
 
 from __future__ import annotations
 
+import csv
+import dataclasses
+import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from ciq_tune.cli import _matrix
 from ciq_tune.cli import main
 from ciq_tune.runtime import load
 from tests.objectives.data.row_scale_description import row_scale_description
+from tests.searchers.sigint import SigintAtFirstResult
 
 SHAPES = [
     {"rows": 2, "n_cols": 16},
@@ -99,3 +105,42 @@ def test_one_configuration_for_the_matrix_is_validated_on_every_shape(
         "params": entry["params"],
         "controls": entry["controls"],
     }
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_searched_buckets_evaluations_and_exits_130(
+    ray_cluster: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    # 125 configurations, so the first bucket's search is still running at its first result.
+    wide = {
+        "params": {"BLOCK": {"ordinal": [8, 16, 32, 64, 128]}},
+        "controls": {"triton": {"include": ["num_warps", "num_stages"]}},
+    }
+    description = _description(tmp_path, **wide)
+    out = tmp_path / "out"
+    args = ["--budget", "60", "--num-cpus", "2", "--tracking", "none", "--out", str(out)]
+    # Ctrl+C as the first bucket's first trial completes (Tune's own files show up late).
+    sigint = SigintAtFirstResult()
+    run_config = _matrix._run_config
+
+    def with_sigint(*given: Any) -> Any:
+        config = run_config(*given)
+        return dataclasses.replace(config, callbacks=[*(config.callbacks or []), sigint])
+
+    monkeypatch.setattr(_matrix, "_run_config", with_sigint)
+    assert main(["tune", str(description), *args]) == 130
+    assert sigint.sent
+    printed = capsys.readouterr().out
+    kept = re.search(r"interrupted: (\d+) evaluations .*\(1 of 3 buckets searched", printed)
+    assert kept is not None, printed
+    assert "a multi-shape search does not resume" in printed
+    with (out / "evaluations-0.csv").open() as handle:
+        assert 0 < int(kept.group(1)) == sum(1 for _ in csv.DictReader(handle)) < 60
+    assert not (out / "evaluations-1.csv").exists()
+    assert not (out / "row_scale.controls.yaml").exists()  # no winner from a partial search
+    assert main(["resume", str(out)]) == 2
+    assert "a multi-shape search (`shapes`" in capsys.readouterr().err
