@@ -7,7 +7,9 @@ benchmark servers (`searchers.benchmark_pool`), so GPUs are shared through Ray's
 no single driver bounds the campaign's evaluations per second. A search that crashes fails
 alone; one that reaches its time limit is stopped by its own Tune driver (its trials ended,
 their resources freed, its evaluations kept), and one whose driver hangs past that limit is
-cancelled; the others run to their full budgets.
+cancelled; the others run to their full budgets. Stopping the campaign (`run_campaign`'s
+`proceed`, a Ctrl+C of ``ciq-tune tune``) ends every search as Ctrl+C ends one: the finished
+evaluations are kept and written, the trials in flight are dropped.
 
 Outputs, in one folder: ``campaign.csv`` and ``campaign.json`` (one row per search: status,
 evaluations, best and baseline values, evaluations/s), ``<name>/evaluations.csv`` per search,
@@ -47,6 +49,7 @@ from objectives import load_description
 from objectives import make_search_space
 from objectives import starting_points
 from objectives._stages import Benchmarker
+from searchers.interrupt import StopRequested
 from searchers.kernel_search import kernel_trainable
 from searchers.kernel_search import kernel_tuner
 from searchers.kernel_search import placement_on_cluster
@@ -62,9 +65,11 @@ PROGRESS = "progress.json"
 CANCEL_GRACE_S = 60.0
 """Seconds past its time limit before a search whose Tune driver did not stop is cancelled
 (Tune starts the limit's clock once its setup is done and then stops the trials)."""
-SEARCH_STATUSES = ("done", "crash", "timeout")
+SEARCH_STATUSES = ("done", "crash", "timeout", "interrupted")
 # Seconds between progress reports.
 _REPORT_S = 10.0
+# Seconds between checks for a stop request (by the campaign, and by each search's driver).
+_POLL_S = 1.0
 _TABLE_FIELDS = (
     "name",
     "description",
@@ -232,7 +237,8 @@ class _Progress(tune.Callback):
 
 
 class ProgressBoard:
-    """Evaluations done, failures and best value so far per search (a Ray actor)."""
+    """Evaluations done, failures and best value so far per search, and whether the campaign
+    is being stopped (a Ray actor)."""
 
     def __init__(self, modes: dict[str, str]) -> None:
         self._modes = modes
@@ -241,6 +247,14 @@ class ProgressBoard:
         }
         self._first: float | None = None
         self._last: float | None = None
+        self._stopping = False
+
+    def stop(self) -> None:
+        """Ask every search to stop (each one's `StopRequested` callback polls `stopping`)."""
+        self._stopping = True
+
+    def stopping(self) -> bool:
+        return self._stopping
 
     def update(self, name: str, status: str | None, value: float | None) -> None:
         now = time.time()
@@ -338,6 +352,7 @@ def run_search(
             callbacks=[
                 *tracking_callbacks(tracking, run_dir=out, search_name=name),
                 _Progress(progress, name, desc.metric),
+                StopRequested(lambda: ray.get(progress.stopping.remote()), every_s=_POLL_S),
             ],
         ),
     )
@@ -360,9 +375,9 @@ def run_search(
         "description": str(spec.description),
         "shape": None if spec.shape is None else json.dumps(spec.shape),
         "kind": desc.kind,
-        "status": "timeout"
-        if _stopped_at_limit(limit_s, wall_s, len(results.records), spec)
-        else "done",
+        "status": _status(
+            limit_s, wall_s, len(results.records), spec, ray.get(progress.stopping.remote())
+        ),
         "budget": spec.budget,
         "evaluations": len(results.records),
         "ok": len(ok),
@@ -390,12 +405,17 @@ def _time_limit(spec: SearchSpec, config: CampaignConfig) -> float | None:
     return spec.time_limit_s or config.search_timeout_s
 
 
-def _stopped_at_limit(
-    limit_s: float | None, wall_s: float, evaluations: int, spec: SearchSpec
-) -> bool:
-    """Whether the search's `TimeoutStopper` ended it: past its limit, short of its budget (a
-    search that spent its budget just after the limit is done)."""
-    return limit_s is not None and wall_s >= limit_s and evaluations < spec.budget
+def _status(
+    limit_s: float | None, wall_s: float, evaluations: int, spec: SearchSpec, stopping: bool
+) -> str:
+    """``timeout`` when the search's `TimeoutStopper` ended it (past its limit, short of its
+    budget: one that spent its budget just after the limit is done), ``interrupted`` when the
+    campaign was stopped before the search spent its budget, else ``done``."""
+    if evaluations >= spec.budget:
+        return "done"
+    if limit_s is not None and wall_s >= limit_s:
+        return "timeout"
+    return "interrupted" if stopping else "done"
 
 
 def _first_error(records: Sequence[Any], trials: Sequence[dict[str, Any]]) -> str | None:
@@ -409,12 +429,19 @@ def _first_error(records: Sequence[Any], trials: Sequence[dict[str, Any]]) -> st
     return next((r.status for r in records if not r.ok), None)
 
 
-def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list[dict[str, Any]]:
+def run_campaign(
+    searches: Sequence[SearchSpec],
+    config: CampaignConfig,
+    *,
+    proceed: Callable[[], bool] | None = None,
+) -> list[dict[str, Any]]:
     """Run `searches` at once on the connected Ray cluster and write the campaign's outputs.
 
     Args:
         searches: The searches (descriptions × shapes).
         config: Output folder, benchmark mode, tracking, per-search time limit.
+        proceed: Asked every second while the searches run; False stops them all as Ctrl+C
+            stops one search (their finished evaluations kept, rows ``interrupted``).
 
     Returns:
         One row per search, in the order given (also written to ``OUT/campaign.csv``).
@@ -461,7 +488,7 @@ def run_campaign(searches: Sequence[SearchSpec], config: CampaignConfig) -> list
             for spec, name, use_pool in zip(searches, names, staged, strict=True)
         }
         submitted = time.perf_counter()
-        rows = _collect(refs, searches, names, config, progress)
+        rows = _collect(refs, searches, names, config, progress, proceed)
         timing = {
             "searches_wall_s": time.perf_counter() - submitted,
             "evals_per_s_after_first": ray.get(progress.rate_after_first.remote()),
@@ -488,16 +515,23 @@ def _collect(
     names: list[str],
     config: CampaignConfig,
     progress: Any,
+    proceed: Callable[[], bool] | None,
 ) -> list[dict[str, Any]]:
-    """Wait for every search, report progress, and cancel a search still running
-    `CANCEL_GRACE_S` past its time limit (its driver hung: its own Tune stops it at the limit)."""
+    """Wait for every search, report progress, stop them all once `proceed` says no, and
+    cancel a search still running `CANCEL_GRACE_S` past its time limit (its driver hung: its
+    own Tune stops it at the limit)."""
     started = time.monotonic()
     limits = {name: _time_limit(spec, config) for spec, name in zip(searches, names, strict=True)}
     by_name: dict[str, dict[str, Any]] = {}
     pending = dict(refs)
     last_report = started
+    stopping = False
     while pending:
-        done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+        if not stopping and proceed is not None and not proceed():
+            stopping = True
+            ray.get(progress.stop.remote())
+            print("[campaign] stopping every search; their finished evaluations are kept")
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=_POLL_S)
         for ref in done:
             name = pending.pop(ref)
             try:

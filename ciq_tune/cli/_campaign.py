@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 
+from ciq_tune.cli._interrupt import graceful_interrupt
+from ciq_tune.cli._interrupt import report_kept
 from ciq_tune.cli.tune import ray_init
 from ciq_tune.errors import CiqTuneError
 
 
 def tune_campaign_command(args: argparse.Namespace) -> int:
     """Run one search per description (× shape) at once on the Ray cluster; print and write
-    the table of searches (OUT/campaign.csv). Exit status 1 when a search did not finish."""
+    the table of searches (OUT/campaign.csv). Exit status 1 when a search did not finish, 130
+    when a Ctrl+C stopped the campaign (every search's finished evaluations written)."""
     import ray
     from pydantic import ValidationError
 
@@ -33,11 +36,14 @@ def tune_campaign_command(args: argparse.Namespace) -> int:
     if args.validate_top:
         print("campaign: --validate-top is not applied per search; run `ciq-tune validate`")
     print(f"campaign: {len(searches)} searches of {args.budget} evaluations", flush=True)
-    ray_init(args.address, args.num_cpus, args.verbose)
+    started_ray = ray_init(args.address, args.num_cpus, args.verbose)
     try:
-        rows = run_campaign(searches, config)
+        # No Tune run in this process: the searches' own drivers poll the campaign's stop.
+        with graceful_interrupt() as interrupt:
+            rows = run_campaign(searches, config, proceed=lambda: not interrupt.received)
     finally:
-        ray.shutdown()
+        if started_ray:
+            ray.shutdown()
     for row in rows:
         print(
             f"{row['name']}: {row['status']}, {row.get('evaluations')} evaluations, "
@@ -45,4 +51,13 @@ def tune_campaign_command(args: argparse.Namespace) -> int:
             + (f" ({row['error']})" if row.get("error") else "")
         )
     print(f"wrote {args.out / 'campaign.csv'}")
+    if interrupt.received:
+        # The rows of searches that returned (a crashed one wrote no evaluations).
+        written = [row for row in rows if "ok" in row]
+        return report_kept(
+            sum(row["evaluations"] for row in written),
+            sum(row["ok"] for row in written),
+            f"{args.out / '<search>/evaluations.csv'} and {args.out / 'campaign.csv'}",
+            "a campaign does not resume: run `ciq-tune tune` again",
+        )
     return 0 if all(row["status"] == "done" for row in rows) else 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from searchers.campaign import SearchSpec
 from searchers.campaign import expand_searches
 from searchers.campaign import run_campaign
 from searchers.campaign import search_names
+from tests.searchers.sigint import sigint_when
 
 ROOT = Path(__file__).resolve().parents[2]
 SPILL = ROOT / "examples/kernels/ptx/spill.yaml"
@@ -40,13 +42,15 @@ def _scale(tmp_path: Path) -> Path:
     return path
 
 
-def test_search_names_are_unique_and_safe():
+def test_search_names_are_unique_and_safe() -> None:
     specs = [SearchSpec(description=SPILL), SearchSpec(description=SPILL, name="a b")]
     assert search_names([*specs, SearchSpec(description=SPILL)]) == ["spill", "a_b", "spill-2"]
 
 
 @pytest.mark.slow
-def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(ray_cluster, tmp_path):
+def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(
+    ray_cluster: None, tmp_path: Path
+) -> None:
     searches = [
         SearchSpec(description=SPILL, budget=4, seed=0, name="good-a"),
         SearchSpec(description=SPILL, budget=4, seed=1, name="good-b"),
@@ -86,6 +90,7 @@ def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(ray_cl
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("campaign")
+    assert experiment is not None
     runs = client.search_runs([experiment.experiment_id], "tags.`ciq_tune.search` != ''")
     per_search = {
         r.data.tags["ciq_tune.search"] for r in runs if r.info.run_name.startswith("search:")
@@ -94,7 +99,9 @@ def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(ray_cl
 
 
 @pytest.mark.slow
-def test_a_search_at_its_time_limit_is_stopped_and_frees_its_cpus(ray_cluster, tmp_path):
+def test_a_search_at_its_time_limit_is_stopped_and_frees_its_cpus(
+    ray_cluster: None, tmp_path: Path
+) -> None:
     hung = SearchSpec(
         description=SPILL, budget=3, name="hangs", time_limit_s=8, objective=f"{FAULTS}:hanging"
     )
@@ -116,7 +123,9 @@ def _all_cpus_free_within(seconds: float) -> bool:
 
 
 @pytest.mark.slow
-def test_triton_searches_compile_in_trials_and_share_one_benchmark_server(ray_cluster, tmp_path):
+def test_triton_searches_compile_in_trials_and_share_one_benchmark_server(
+    ray_cluster: None, tmp_path: Path
+) -> None:
     searches = [
         SearchSpec(description=_scale(tmp_path), budget=3, name="scale-a"),
         SearchSpec(description=_scale(tmp_path), budget=3, seed=1, name="scale-b"),
@@ -132,7 +141,7 @@ def test_triton_searches_compile_in_trials_and_share_one_benchmark_server(ray_cl
     assert throughput["evaluations"] == 3 and throughput["mean_s"]["compile_s"] > 0
 
 
-def test_descriptions_times_shapes_give_one_search_per_shape():
+def test_descriptions_times_shapes_give_one_search_per_shape() -> None:
     matrix = ROOT / "examples/kernels/triton/matmul_llm.yaml"
     every = expand_searches([matrix, SPILL], shapes=["all"], budget=5)
     from objectives import load_description
@@ -146,3 +155,43 @@ def test_descriptions_times_shapes_give_one_search_per_shape():
         expand_searches([matrix], shapes=["M=3"])
     with pytest.raises(ValueError, match="has a `shapes` matrix"):
         expand_searches([matrix])
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_search_keeps_their_evaluations_and_exits_130(
+    ray_cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ciq_tune.cli import main
+
+    out = tmp_path / "out"
+    args = ["--budget", "40", "--num-cpus", "2", "--tracking", "none", "--out", str(out)]
+    sent = sigint_when(lambda: _evaluations_done(out) > 0)
+    assert main(["tune", str(SPILL), str(SPILL), *args]) == 130
+    assert sent.is_set()
+    printed = capsys.readouterr().out
+    kept = re.search(r"interrupted: (\d+) evaluations \((\d+) ok\) written to", printed)
+    assert kept is not None and "a campaign does not resume" in printed, printed
+    with (out / "campaign.csv").open() as handle:
+        table = {r["name"]: r for r in csv.DictReader(handle)}
+    assert set(table) == {"spill", "spill-2"}
+    assert {r["status"] for r in table.values()} == {"interrupted"}
+    rows = 0
+    for name, row in table.items():
+        with (out / name / "evaluations.csv").open() as handle:
+            written = sum(1 for _ in csv.DictReader(handle))
+        assert written == int(row["evaluations"]) < 40
+        rows += written
+    assert 0 < int(kept.group(1)) == rows
+    # The searches' trials ended with their Tune drivers: nothing keeps a CPU.
+    assert _all_cpus_free_within(10.0)
+    assert main(["resume", str(out)]) == 2
+    assert "a campaign does not resume" in capsys.readouterr().err
+
+
+def _evaluations_done(out: Path) -> int:
+    """Evaluations the campaign's progress file counts (rewritten every 10 s while it runs)."""
+    try:
+        board = json.loads((out / "progress.json").read_text())
+    except (OSError, ValueError):  # not written yet, or caught mid-write
+        return 0
+    return sum(row["done"] for row in board.values())
