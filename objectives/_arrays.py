@@ -12,12 +12,42 @@ identity. `arrays_for(kind)` picks the library of a description's kind.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import math
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 from typing import Protocol
+
+# Packages a reference or alternative expression's array library may import while it runs:
+# CuPy's compiled routines import their submodules lazily through the *calling* frame's
+# builtins, which `evaluate_expression` otherwise leaves empty.
+_LIBRARY_PACKAGES = frozenset({"cupy", "cupyx", "cupy_backends", "fastrlock", "numpy", "torch"})
+
+
+def _library_import(
+    name: str,
+    globals: Any = None,
+    locals: Any = None,
+    fromlist: Sequence[str] = (),
+    level: int = 0,
+) -> Any:
+    if level != 0 or name.partition(".")[0] not in _LIBRARY_PACKAGES:
+        raise ImportError(f"an expression of a description may not import {name!r}")
+    return importlib.__import__(name, globals, locals, fromlist, level)
+
+
+def evaluate_expression(code: Any, names: dict[str, Any]) -> Any:
+    """Evaluate a description's `reference` or `alternative` expression over `names` (inputs,
+    sizes, ``math``, the array library) with no builtins but an import of the array libraries'
+    own packages.
+
+    Args:
+        code: The expression's text or its compiled code (``compile(..., "eval")``).
+        names: The names it may use.
+    """
+    return eval(code, {"__builtins__": {"__import__": _library_import}}, names)
 
 
 class ArrayLibrary(Protocol):

@@ -27,6 +27,7 @@ from ciq_tune.validation import compare_samples
 from ciq_tune.validation import median_ci
 from objectives._arrays import ArrayLibrary
 from objectives._arrays import arrays_for
+from objectives._arrays import evaluate_expression
 from objectives._bench import compare
 from objectives._bench import make_inputs
 from objectives._bench import reference_outputs
@@ -121,7 +122,7 @@ def alternative_launch(desc: KernelDescription) -> Launch:
 
     def launch(tensors: Mapping[str, Any]) -> Any:
         args = {k: v for k, v in tensors.items() if k not in desc.outputs}
-        return eval(code, {"__builtins__": {}}, {**names, **args})
+        return evaluate_expression(code, {**names, **args})
 
     return launch
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from objectives._arrays import TORCH
 from objectives._arrays import ArrayLibrary
+from objectives._arrays import evaluate_expression
 from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.protocol import MeasurementProtocol
 
@@ -139,7 +140,7 @@ def reference_outputs(
         value = getattr(importlib.import_module(module), name)(**args)
     else:
         scope = {**arrays.reference_names(), "math": math, **desc.sizes, **desc.scalars, **args}
-        value = eval(desc.reference, {"__builtins__": {}}, scope)
+        value = evaluate_expression(desc.reference, scope)
     values = list(value) if isinstance(value, (tuple, list)) else [value]
     if len(values) != len(desc.outputs):
         raise ValueError(

@@ -13,6 +13,7 @@ import pytest
 from objectives._arrays import CUPY
 from objectives._arrays import TORCH
 from objectives._arrays import arrays_for
+from objectives._arrays import evaluate_expression
 from objectives._bench import compare
 from objectives._bench import make_inputs
 from objectives._bench import reference_outputs
@@ -81,3 +82,12 @@ def test_cupy_reference_and_check(fake_cupy):
     assert not off.ok and "flat index 5" in off.message and math.isclose(off.max_abs_err, 1.0)
     arrays["out"][5] -= 1.0
     assert compare(arrays["out"], expected, rtol=1e-5, atol=1e-5, arrays=CUPY).ok
+
+
+def test_an_expression_may_import_only_the_array_libraries():
+    # CuPy's compiled routines import lazily through the evaluating frame's builtins.
+    assert evaluate_expression("__import__('numpy').float64(2.0) * x", {"x": 3.0}) == 6.0
+    with pytest.raises(ImportError, match="'os'"):
+        evaluate_expression("__import__('os').getcwd()", {})
+    with pytest.raises(NameError):
+        evaluate_expression("open('x')", {})

@@ -138,7 +138,8 @@ def _saxpy_without_torch(tmp_path: Path, *, n: int, fake_cupy: bool, **env: str)
         [sys.executable, "-c", _WITHOUT_TORCH, str(tmp_path / "saxpy.yaml")],
         env={
             **os.environ,
-            "PYTHONPATH": os.pathsep.join(map(str, path)),
+            # the stand-ins first; then whatever this process was given (installed wheels)
+            "PYTHONPATH": os.pathsep.join([*map(str, path), os.environ.get("PYTHONPATH", "")]),
             "CIQ_TUNE_CACHE": str(tmp_path / "cache"),
             **env,
         },
