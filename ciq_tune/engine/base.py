@@ -9,7 +9,8 @@ bottom of `Engine`:
   uniform crossover, per-parameter mutation, constraint repair, duplicate elimination);
 - `_strategy_state()` / `_load_strategy_state(state)`: extra state to save and restore.
 
-The base owns everything else: the first generation (warm start + random sampling), variation
+The base owns everything else: the first generation (warm start + a Latin hypercube, or
+uniform draws), variation
 (crossover, mutation, constraint repair), failures, refilling generations with too few passing
 candidates, steady-state mode, budgets, results and state (pymoo `core/algorithm.py`: ask/tell
 with hooks in one place). What was proposed, and whether a configuration is new, is kept by
@@ -27,11 +28,13 @@ from typing import ClassVar
 
 import numpy as np
 from pymoo.core.population import Population
+from pymoo.core.sampling import Sampling
 from pymoo.operators.crossover.ux import UniformCrossover
 
 from ciq_tune.engine.config import Budget
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.operators import FeasibilityRepair
+from ciq_tune.engine.operators import LatinHypercubeSampling
 from ciq_tune.engine.operators import ParameterMutation
 from ciq_tune.engine.operators import SpaceProblem
 from ciq_tune.engine.operators import SpaceSampling
@@ -116,6 +119,11 @@ class Engine:
         self.local_move = PatternMove()
         self.repair = FeasibilityRepair(self.mutation)
         self.sampling = SpaceSampling()
+        self.first_sampling = (
+            LatinHypercubeSampling()
+            if config.initial_sampling == "latin_hypercube"
+            else self.sampling
+        )
         self.selection = rank_tournament()
         # Every configuration proposed so far (queued, out or told): duplicates are checked
         # against it, not only against the population.
@@ -395,7 +403,7 @@ class Engine:
             if candidate is not None:
                 first.append(candidate)
         missing = max(self.config.pool_size - len(first), 0)
-        return first + self._random_candidates(missing)
+        return first + self._random_candidates(missing, self.first_sampling)
 
     def _variation_or_random(self, n: int) -> list[Candidate]:
         if len(self._population) >= 2:
@@ -431,11 +439,14 @@ class Engine:
         randoms = self._random_candidates(1)
         return randoms[0] if randoms else None
 
-    def _random_candidates(self, n: int) -> list[Candidate]:
+    def _random_candidates(self, n: int, sampling: Sampling | None = None) -> list[Candidate]:
+        """`n` new candidates from `sampling` (uniform by default); a repeat is replaced by an
+        unseen uniform draw."""
         out: list[Candidate] = []
         if n <= 0:
             return out
-        samples = self.sampling.do(self.problem, n, random_state=self.rng).get("X")
+        sampling = sampling or self.sampling
+        samples = sampling.do(self.problem, n, random_state=self.rng).get("X")
         for genes in samples:
             candidate = self._make_candidate(tuple(genes), "random")
             if candidate is None:

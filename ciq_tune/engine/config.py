@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel
 from pydantic import ConfigDict
 from pydantic import Field
@@ -36,6 +38,9 @@ class EngineConfig(BaseModel):
         survivors: population kept between generations (default: `pool_size`).
         mutation_prob: per-gene mutation probability (default: max(1/n_params, 0.1)).
         crossover_prob: probability that a pair of parents is recombined.
+        initial_sampling: how the first generation (after any warm start) is drawn: a Latin
+            hypercube over the parameters (`LatinHypercubeSampling`: every range covered
+            evenly) or uniform random draws.
         local_share: share of children that are pattern moves of one tournament-selected
             parent (coarse to fine steps of ordered values, `PatternMove`) instead of
             recombined children.
@@ -52,6 +57,7 @@ class EngineConfig(BaseModel):
     survivors: int | None = Field(default=None, ge=2)
     mutation_prob: float | None = Field(default=None, gt=0, le=1)
     crossover_prob: float = Field(default=0.9, ge=0, le=1)
+    initial_sampling: Literal["latin_hypercube", "random"] = "latin_hypercube"
     local_share: float = Field(default=0.5, ge=0, le=1)
     steady_state: bool = False
     min_pass_fraction: float = Field(default=0.25, ge=0, le=1)

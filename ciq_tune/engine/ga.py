@@ -21,6 +21,7 @@ GA_DEFAULTS: dict[str, Any] = {
     "survivors": None,
     "mutation_prob": None,
     "crossover_prob": 0.9,
+    "initial_sampling": "latin_hypercube",
     "local_share": 0.5,
     "steady_state": False,
     "min_pass_fraction": 0.25,

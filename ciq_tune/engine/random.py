@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import ClassVar
+from typing import Literal
 
 from ciq_tune.engine.base import Engine
 from ciq_tune.engine.config import EngineConfig
@@ -10,7 +11,10 @@ from ciq_tune.results import EvaluationRecord
 
 
 class RandomConfig(EngineConfig):
-    """Settings of `RandomSearch`; only `pool_size` (the batch size) matters."""
+    """Settings of `RandomSearch`; only `pool_size` (the batch size) matters. Uniform draws
+    throughout, the first generation included (the baseline the battery compares with)."""
+
+    initial_sampling: Literal["latin_hypercube", "random"] = "random"
 
 
 class RandomSearch(Engine):

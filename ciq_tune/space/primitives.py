@@ -81,6 +81,17 @@ class Parameter(ABC):
             return KNOCKED_OUT
         return self._value_sample(rng, seeded=seeded)
 
+    def quantile(self, u: float, *, seeded: bool = False) -> Gene:
+        """The gene at quantile `u` in [0, 1) of `sample`'s distribution: knocked out below
+        `knockout_prob`, else the value at that position of the (seed, log) range. Evenly
+        spread `u` (a Latin hypercube's column) give evenly spread genes."""
+        u = min(max(float(u), 0.0), math.nextafter(1.0, 0.0))
+        if self.knockout_prob is not None:
+            if u < self.knockout_prob:
+                return KNOCKED_OUT
+            u = (u - self.knockout_prob) / (1.0 - self.knockout_prob)
+        return self._value_quantile(u, seeded=seeded)
+
     def mutate(self, gene: Gene, rng: np.random.Generator) -> Gene:
         """Return a gene different from `gene` when the parameter has more than one state."""
         if self.knockout_prob is not None:
@@ -202,6 +213,9 @@ class Parameter(ABC):
     def _value_sample(self, rng: np.random.Generator, *, seeded: bool) -> Gene: ...
 
     @abstractmethod
+    def _value_quantile(self, u: float, *, seeded: bool) -> Gene: ...
+
+    @abstractmethod
     def _value_mutate(self, gene: Gene, rng: np.random.Generator) -> Gene: ...
 
     @abstractmethod
@@ -258,6 +272,12 @@ class DiscreteParameter(Parameter):
         if seeded and self._seed_indices is not None:
             low, high = self._seed_indices
         return int(rng.integers(low, high + 1))
+
+    def _value_quantile(self, u: float, *, seeded: bool) -> Gene:
+        low, high = (0, len(self.values) - 1)
+        if seeded and self._seed_indices is not None:
+            low, high = self._seed_indices
+        return min(low + int(u * (high - low + 1)), high)
 
     def _value_mutate(self, gene: Gene, rng: np.random.Generator) -> Gene:
         assert gene is not None
@@ -542,6 +562,10 @@ class Uniform(Parameter):
     def _value_sample(self, rng: np.random.Generator, *, seeded: bool) -> Gene:
         lo, hi = self._to_internal(self.low), self._to_internal(self.high)
         return self._from_internal(float(rng.uniform(lo, hi)))
+
+    def _value_quantile(self, u: float, *, seeded: bool) -> Gene:
+        lo, hi = self._to_internal(self.low), self._to_internal(self.high)
+        return self._from_internal(lo + u * (hi - lo))
 
     def _value_mutate(self, gene: Gene, rng: np.random.Generator) -> Gene:
         lo, hi = self._to_internal(self.low), self._to_internal(self.high)

@@ -111,3 +111,19 @@ def test_shift_moves_ordered_values_by_a_share_of_the_range() -> None:
     assert log.shift(50.0, 0.5) == 100.0
     assert ss.choice(["a", "b", "c"]).shift(1, 0.5) == 1  # unordered: unchanged
     assert ss.range(0, 9, knockout_prob=0.5).shift(None, 0.5) is None  # knocked out: unchanged
+
+
+def test_quantile_spreads_values_as_sample_draws_them() -> None:
+    wide = ss.range(0, 99)
+    assert [wide.quantile(u) for u in (0.0, 0.005, 0.5, 0.999, 1.0)] == [0, 0, 50, 99, 99]
+    seeded = ss.range(0, 99, seed_low=10, seed_high=19)
+    assert {seeded.quantile(k / 10, seeded=True) for k in range(10)} == set(range(10, 20))
+    assert ss.uniform(0.01, 100.0, log=True).quantile(0.5) == pytest.approx(1.0)
+    flag = ss.range(0, 3, knockout_prob=0.2)
+    assert flag.quantile(0.1) is None  # below knockout_prob: knocked out
+    assert [flag.quantile(0.2 + 0.2 * k + 0.1) for k in range(4)] == [0, 1, 2, 3]
+    # The quantile of a uniform draw has `sample`'s distribution.
+    rng = np.random.default_rng(0)
+    genes = [flag.quantile(u) for u in rng.random(4000)]
+    assert genes.count(None) == pytest.approx(800, rel=0.1)
+    assert np.bincount([g for g in genes if g is not None]) == pytest.approx([800] * 4, rel=0.1)

@@ -12,11 +12,13 @@ from ciq_tune.engine.operators.duplicates.config_duplicates import duplicate_eli
 from ciq_tune.engine.operators.mutation.parameter_mutation import ParameterMutation
 from ciq_tune.engine.operators.problem import SpaceProblem
 from ciq_tune.engine.operators.repair.feasibility_repair import FeasibilityRepair
+from ciq_tune.engine.operators.sampling.latin_hypercube import LatinHypercubeSampling
 from ciq_tune.engine.operators.sampling.space_sampling import SpaceSampling
 from ciq_tune.engine.operators.selection.rank_tournament import rank_tournament
 
 __all__ = [
     "FeasibilityRepair",
+    "LatinHypercubeSampling",
     "ParameterMutation",
     "SpaceProblem",
     "SpaceSampling",
