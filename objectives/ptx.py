@@ -99,7 +99,7 @@ def evaluate(
             return _failure(
                 "compile_error", f"no function statistics in ptxas -v output:\n{run.log}"
             )
-        sass = count_sass_instructions(cubin)
+        sass = count_sass_instructions(cubin, arch=desc.arch)
     result: dict[str, Any] = {
         "spill_bytes": sum(s.spill_bytes for s in stats.values()),
         "spill_stores": sum(s.spill_stores for s in stats.values()),

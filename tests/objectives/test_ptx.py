@@ -137,3 +137,26 @@ def test_search_space_and_starting_points_of_the_example() -> None:
     assert points[0] == {"controls": {"ptxas": {}}}
     assert {"register_usage_level": 0} in [p["controls"]["ptxas"] for p in points]
     assert all("fmad" not in p["controls"]["ptxas"] for p in points)
+
+
+@needs_ptxas
+@pytest.mark.parametrize(
+    "ptx", ["examples/kernels/ptx/spill.ptx", "tests/objectives/data/tiny.ptx"]
+)
+def test_sass_count_from_the_section_table_equals_the_disassemblers(ptx, tmp_path):
+    from objectives._compile import count_sass_instructions
+    from objectives._compile import find_disassembler
+    from objectives._compile import sass_bytes
+
+    if find_disassembler() is None:
+        pytest.skip("needs cuobjdump or nvdisasm (CUDA toolkit or Triton's bundled copies)")
+    cubin = tmp_path / "out.cubin"
+    source = Path(__file__).parents[2] / ptx
+    argv = ["ptxas", "-arch=sm_90", f"--output-file={cubin}", str(source)]
+    run = run_compiler(argv, timeout_s=60)
+    assert run.returncode == 0, run.log
+    disassembled = count_sass_instructions(cubin)  # no arch: the disassembler counts
+    assert disassembled is not None and disassembled > 0
+    assert count_sass_instructions(cubin, arch="sm_90") == disassembled
+    assert sass_bytes(cubin.read_bytes()) == 16 * disassembled
+    assert sass_bytes(source.read_bytes()) is None  # not a cubin
