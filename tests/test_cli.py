@@ -21,6 +21,7 @@ from ciq_tune.results import SearchResults
 from ciq_tune.validation import validate_search
 
 EXAMPLE = Path(__file__).parents[1] / "examples/kernels/ptx/spill.yaml"
+TINY_PTX = Path(__file__).parent / "objectives/data/tiny.ptx"
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
 
 
@@ -205,10 +206,11 @@ def test_tune_writes_a_controls_file_that_apply_and_check_accept(
 @needs_ptxas
 @pytest.mark.slow
 def test_tune_validates_a_timed_ptx_metric_through_ray(ray_cluster: None, tmp_path: Path) -> None:
-    # compile_time_s is a timing, so `tune` re-measures the top 2 (fresh ptxas runs, no cache).
+    # compile_time_s is a timing, so `tune` re-measures the top 2 (fresh ptxas runs, no cache):
+    # 40 runs, of a small kernel (tiny.ptx: 2 ms in ptxas, spill.ptx ~350 ms).
     text = EXAMPLE.read_text().replace("metric: spill_bytes", "metric: compile_time_s")
     description = tmp_path / "spill.yaml"
-    description.write_text(text.replace("source: spill.ptx", f"source: {EXAMPLE.parent}/spill.ptx"))
+    description.write_text(text.replace("source: spill.ptx", f"source: {TINY_PTX}"))
     out = tmp_path / "out"
     args = ["--budget", "6", "--num-cpus", "2", "--tracking", "none", "--out", str(out)]
     assert (
@@ -217,7 +219,7 @@ def test_tune_validates_a_timed_ptx_metric_through_ray(ray_cluster: None, tmp_pa
         )
         == 0
     )
-    written = out / "spill.controls.yaml"
+    written = out / "tiny.controls.yaml"  # named after its source
     data = yaml.safe_load(written.read_text())
     block = data["validation"]
     assert block["outcome"] in ("kept", "baseline") and block["top_k"] == 2
