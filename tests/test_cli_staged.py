@@ -1,13 +1,10 @@
 """`ciq-tune tune --stages`: refused combinations (no Ray), the "controls added" line, and one
-staged run end to end on a CPU (Triton's interpreter, in a subprocess that starts Ray)."""
+staged run end to end on a CPU (Triton's interpreter, in the session's shared Ray)."""
 
 from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -123,16 +120,20 @@ def test_controls_added_says_when_stage_two_did_not_run() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.ray  # the command starts Ray in its own process
-def test_stages_runs_both_stages_and_writes_tunes_outputs(tmp_path: Path) -> None:
+def test_stages_runs_both_stages_and_writes_tunes_outputs(
+    ray_cluster: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Triton's CPU interpreter (the isolated workers of trials without a GPU set it too).
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(_row_scale(tmp_path))]
-    command += ["--stages", "--budget", "4", "--num-cpus", "2", "--tracking", "none"]
-    command += ["--quiet", "--out", str(out)]
-    # Triton's CPU interpreter, in the Ray workers too (they inherit the command's environment).
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    command = ["tune", str(_row_scale(tmp_path)), "--stages", "--budget", "4", "--num-cpus", "2"]
+    command += ["--tracking", "none", "--quiet", "--out", str(out)]
+    status = main(command)
+    stdout = capsys.readouterr().out
+    assert status == 0, stdout
     with open(out / "evaluations.csv") as f:
         rows = list(csv.DictReader(f))
     # 70 % of 4 (floored) for the parameters, the rest for the controls on their best sets.
@@ -151,6 +152,6 @@ def test_stages_runs_both_stages_and_writes_tunes_outputs(tmp_path: Path) -> Non
     run = json.loads((out / "run.json").read_text())
     assert run["stages"] is True and run["budget"] == 4
     assert run["description"] == str((tmp_path / "row_scale.yaml").resolve())
-    assert "4 evaluations (4 ok)" in done.stdout
-    assert "controls added: stage 2's best / stage 1's best = " in done.stdout
-    assert "by the search's own values" in done.stdout and "not re-measured" in done.stdout
+    assert "4 evaluations (4 ok)" in stdout
+    assert "controls added: stage 2's best / stage 1's best = " in stdout
+    assert "by the search's own values" in stdout and "not re-measured" in stdout
