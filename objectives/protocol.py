@@ -1,16 +1,17 @@
 """The measurement protocol: how one round of a kernel's timing is taken, in the search and in
 every re-measurement.
 
-A *round* is one call of `measure_round`: `warmup_ms` of untimed launches (`busy_warmup_ms`
-when the same process ran a round a moment ago, so the GPU is still at its loaded clock), then
-`rep_ms` of timed launches (`time_cuda`: `triton.testing.do_bench`'s procedure over the kernel's
-array library, torch or CuPy; CUDA events, the L2 cache cleared before every launch), each
-launch reading the next of the `timing_sets` input sets (rotating inputs so that no launch finds
-its inputs in L2 from the previous one). The round's value is the median of its launches; the
-GPU's SM clock and temperature read right after it are recorded with it. A trial of the search
-is one round (`objectives._bench.check_and_time`); a re-measurement is many rounds, interleaved
-between the configurations compared (`objectives.remeasure`); so a configuration's in-search
-value and its re-measured value are draws of the same quantity.
+A *round* is one call of `measure_round`: `warmup_ms` of untimed launches (on the per-GPU
+benchmark server `busy_warmup_ms` when it ran a round a moment ago, so the GPU is still at its
+loaded clock), then `rep_ms` of timed launches (`time_cuda`: `triton.testing.do_bench`'s
+procedure over the kernel's array library, torch or CuPy; CUDA events, the L2 cache cleared
+before every launch), each launch reading the next of the `timing_sets` input sets (rotating
+inputs so that no launch finds its inputs in L2 from the previous one). The round's value is
+the median of its launches; the GPU's SM clock and temperature read right after it are
+recorded with it. A trial of the search is one round (`objectives._bench.check_and_time`); a
+re-measurement is many rounds, interleaved between the configurations compared
+(`objectives.remeasure`); so a configuration's in-search value and its re-measured value are
+draws of the same quantity.
 
 Public API (small on purpose; other measurements build on it):
 
@@ -54,9 +55,12 @@ class MeasurementProtocol:
             back-to-back re-measurement rounds, 17 % slower (docs/benchmarks.md, "Trust in
             the numbers").
         busy_warmup_ms: the warm-up of a round that starts within `busy_gap_ms` of this
-            process's previous round, milliseconds: the GPU never left the clock it sustains
-            under load, so the long warm-up would only cost time (a benchmark server timing
-            candidates back to back, a re-measurement's rounds).
+            process's previous round, milliseconds; None: always `warmup_ms`. Only the per-GPU
+            benchmark server, which times candidates back to back, uses it
+            (`BACK_TO_BACK_PROTOCOL`): there the GPU never leaves its loaded clock, and the long
+            warm-up would cap it at ~6 candidates/s. Re-measurements keep the full warm-up:
+            with 10 ms their rounds' duty cycle, and with it a power-limited matmul's clock,
+            depended on what else was being re-measured (4-7 % apart on the H200).
         busy_gap_ms: the longest gap between two rounds of one process after which the GPU
             still counts as busy, milliseconds.
         rep_ms: total duration of the timed launches, milliseconds. 40 ms is ~130 launches of
@@ -69,7 +73,7 @@ class MeasurementProtocol:
     """
 
     warmup_ms: float = 100.0
-    busy_warmup_ms: float = 10.0
+    busy_warmup_ms: float | None = None
     busy_gap_ms: float = 50.0
     rep_ms: float = 40.0
     host_reps: int = 3
@@ -79,7 +83,7 @@ class MeasurementProtocol:
     def __post_init__(self) -> None:
         if not (
             self.warmup_ms >= 0
-            and self.busy_warmup_ms >= 0
+            and (self.busy_warmup_ms is None or self.busy_warmup_ms >= 0)
             and self.busy_gap_ms >= 0
             and self.rep_ms > 0
         ):
@@ -102,12 +106,16 @@ class MeasurementProtocol:
     def warmup_after(self, gap_ms: float | None) -> float:
         """The warm-up of a round that starts `gap_ms` after this process's previous round
         ended (None: no previous round), milliseconds."""
-        busy = gap_ms is not None and gap_ms <= self.busy_gap_ms
-        return self.busy_warmup_ms if busy else self.warmup_ms
+        if self.busy_warmup_ms is None or gap_ms is None or gap_ms > self.busy_gap_ms:
+            return self.warmup_ms
+        return self.busy_warmup_ms
 
 
 DEFAULT_PROTOCOL = MeasurementProtocol()
 """The protocol of the search's trials and of every re-measurement."""
+
+BACK_TO_BACK_PROTOCOL = MeasurementProtocol(busy_warmup_ms=10.0)
+"""The per-GPU benchmark server's: a round right after another warms up 10 ms."""
 
 
 @dataclass(frozen=True)

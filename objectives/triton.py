@@ -18,6 +18,9 @@ from objectives._bench import check_and_time
 from objectives._bench import split_config
 from objectives._stages import Benchmarker
 from objectives.description import KernelDescription
+from objectives.protocol import BACK_TO_BACK_PROTOCOL
+from objectives.protocol import DEFAULT_PROTOCOL
+from objectives.protocol import MeasurementProtocol
 
 TARGET = "objectives.triton:evaluate"
 # Name of the control catalog whose rendering gives Triton's compile-option keyword arguments.
@@ -208,7 +211,8 @@ def compile_candidate(payload: dict[str, Any], progress: Callable[[str], None]) 
 
 def benchmark_candidate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
     """The benchmark stage's task, in a GPU's persistent worker: load the candidate compiled
-    by `compile_candidate` (from the on-disk cache), check it and time it.
+    by `compile_candidate` (from the on-disk cache), check it and time it (back to back with
+    the server's previous candidate: `objectives.protocol.BACK_TO_BACK_PROTOCOL`).
 
     Returns:
         `evaluate`'s result, with ``load_s`` (seconds loading the compiled kernel) in place of
@@ -223,7 +227,9 @@ def benchmark_candidate(payload: dict[str, Any], progress: Callable[[str], None]
     progress("compiled")
     info = compiled[3]
     info["load_s"] = info.pop("compile_s")
-    return _check_and_time(desc, payload, compiled, device=device, progress=progress)
+    return _check_and_time(
+        desc, payload, compiled, device=device, progress=progress, protocol=BACK_TO_BACK_PROTOCOL
+    )
 
 
 def _check_and_time(
@@ -233,6 +239,7 @@ def _check_and_time(
     *,
     device: str,
     progress: Callable[[str], None],
+    protocol: MeasurementProtocol = DEFAULT_PROTOCOL,
 ) -> dict[str, Any]:
     global _candidates
     _candidates += 1
@@ -244,7 +251,13 @@ def _check_and_time(
     # A different seed per candidate in this worker: every check sees new data.
     seed = 1_000_003 * _candidates + os.getpid()
     result = check_and_time(
-        desc, launch, seed=seed, device=device, energy=payload["energy"], progress=progress
+        desc,
+        launch,
+        seed=seed,
+        device=device,
+        energy=payload["energy"],
+        progress=progress,
+        protocol=protocol,
     )
     result.update(info)
     return result

@@ -16,6 +16,8 @@ from objectives._bench.inputs import make_inputs
 from objectives._bench.inputs import reference_outputs
 from objectives._bench.inputs import timing_sets
 from objectives._nvml import measure_energy
+from objectives.protocol import DEFAULT_PROTOCOL
+from objectives.protocol import MeasurementProtocol
 from objectives.protocol import measure_round
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ def check_and_time(
     energy: bool = False,
     progress: Callable[[str], None] | None = None,
     arrays: ArrayLibrary = TORCH,
+    protocol: MeasurementProtocol = DEFAULT_PROTOCOL,
 ) -> dict[str, Any]:
     """Check a compiled kernel on fresh random inputs, then time it on rotating input sets.
 
@@ -48,6 +51,7 @@ def check_and_time(
         progress: The isolated worker's ``progress``, told while waiting for the GPU so that
             a queue of benchmarks does not count against the run timeout.
         arrays: The kernel's array library: torch (Triton, Helion) or CuPy (CUDA C++).
+        protocol: How the round is taken (`objectives.protocol`).
 
     Returns:
         A result dict: ``status`` (``ok`` or ``wrong_result``), ``time_ms`` (median; NaN when
@@ -56,13 +60,15 @@ def check_and_time(
         ``gpu_wait_s`` (seconds waiting for other trials to release it).
     """
     if device != "cuda":
-        return _check_and_time(desc, launch, seed=seed, device=device, energy=False, arrays=arrays)
+        return _check_and_time(
+            desc, launch, seed=seed, device=device, energy=False, arrays=arrays, protocol=protocol
+        )
     from objectives._gpu import exclusive_gpu
 
     index = arrays.current_device()
     with exclusive_gpu(index, heartbeat=progress, arrays=arrays) as lease:
         result = _check_and_time(
-            desc, launch, seed=seed, device=device, energy=energy, arrays=arrays
+            desc, launch, seed=seed, device=device, energy=energy, arrays=arrays, protocol=protocol
         )
     return {**result, "gpu_s": lease.held_s, "gpu_wait_s": lease.wait_s}
 
@@ -75,6 +81,7 @@ def _check_and_time(
     device: str,
     energy: bool,
     arrays: ArrayLibrary,
+    protocol: MeasurementProtocol,
 ) -> dict[str, Any]:
     tensors = make_inputs(desc, seed=seed, device=device, arrays=arrays)
     expected = reference_outputs(desc, tensors, arrays)
@@ -110,7 +117,7 @@ def _check_and_time(
     def run(i: int) -> None:
         launch(sets[i])
 
-    stats = measure_round(run, len(sets), device=device, arrays=arrays)
+    stats = measure_round(run, len(sets), device=device, arrays=arrays, protocol=protocol)
     out: dict[str, Any] = {"status": "ok", "time_ms": stats.median_ms, **stats.as_metrics()}
     out.update(errors, n_rotate=len(sets))
     if energy and device == "cuda":

@@ -81,6 +81,15 @@ def test_warmup_after_a_gap():
     assert p.warmup_after(51.0) == 100.0
 
 
+def test_only_the_back_to_back_protocol_shortens_the_warmup():
+    from objectives.protocol import BACK_TO_BACK_PROTOCOL
+
+    # re-measurements and in-trial searches always warm up in full
+    assert DEFAULT_PROTOCOL.warmup_after(1.0) == DEFAULT_PROTOCOL.warmup_ms == 100.0
+    assert BACK_TO_BACK_PROTOCOL.warmup_after(1.0) == 10.0
+    assert BACK_TO_BACK_PROTOCOL.warmup_after(None) == 100.0
+
+
 class _TracedGpu:
     """An array library whose events read a clock that each launch advances by 2 ms, and which
     records the order of flushes, event records, launches and synchronisations."""
