@@ -3,12 +3,15 @@
     python -m bench.user_path --space ray --num-samples 200 --max-concurrent 2
     python -m bench.user_path --space primitives --num-samples 200 --max-concurrent 2
     python -m bench.user_path --space mixed --num-samples 200          # no max_concurrent_trials
+    python -m bench.user_path --space mixed --num-samples 40 --max-concurrent 2 --trial-s 1
 
 Runs the toy objective x² + y through `tune.Tuner(objective, param_space=…,
 tune_config=TuneConfig(search_alg=CompileIQSearcher(), metric=…, mode=…, num_samples=N))` on a
 local Ray with 2 CPUs, and prints one JSON line: evaluations, the most trials running at once
 (counted by a Tune callback between `on_trial_start` and `on_trial_complete`/`on_trial_error`),
-wall time of `fit()`, and the error if the search did not run.
+wall time of `fit()`, and the error if the search did not run. The toy returns in microseconds,
+so Tune finishes each trial in the step that starts it and the count stays 1 whatever the slots;
+`--trial-s S` makes every trial take S seconds (a sleep), which shows how many run at once.
 """
 
 from __future__ import annotations
@@ -44,6 +47,16 @@ def objective(config: dict[str, Any]) -> dict[str, float]:
     return {"score": config["x"] ** 2 + config["y"]}
 
 
+def slow_objective(trial_s: float) -> Any:
+    """The toy taking `trial_s` seconds per trial (a sleep: no CPU used)."""
+
+    def objective_taking_time(config: dict[str, Any]) -> dict[str, float]:
+        time.sleep(trial_s)
+        return objective(config)
+
+    return objective_taking_time
+
+
 class ConcurrencyProbe(tune.Callback):
     """Counts trials between start and end; keeps the maximum."""
 
@@ -62,12 +75,15 @@ class ConcurrencyProbe(tune.Callback):
         self.running -= 1
 
 
-def run(space: str, num_samples: int, max_concurrent: int | None) -> dict[str, Any]:
+def run(
+    space: str, num_samples: int, max_concurrent: int | None, trial_s: float = 0.0
+) -> dict[str, Any]:
     probe = ConcurrencyProbe()
     row: dict[str, Any] = {
         "space": space,
         "num_samples": num_samples,
         "max_concurrent_trials": max_concurrent,
+        "trial_s": trial_s,
     }
     given, param_space = SPACES[space]
     searcher = CompileIQSearcher(
@@ -76,7 +92,7 @@ def run(space: str, num_samples: int, max_concurrent: int | None) -> dict[str, A
     started = time.perf_counter()
     try:
         grid = tune.Tuner(
-            objective,
+            slow_objective(trial_s) if trial_s > 0 else objective,
             param_space=param_space,
             tune_config=tune.TuneConfig(
                 search_alg=searcher,
@@ -105,10 +121,14 @@ def main() -> None:
     parser.add_argument("--num-samples", type=int, default=200)
     parser.add_argument("--max-concurrent", type=int)
     parser.add_argument("--num-cpus", type=int, default=2)
+    parser.add_argument(
+        "--trial-s", type=float, default=0.0, help="seconds each trial sleeps (default 0)"
+    )
     args = parser.parse_args()
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
     try:
-        print(json.dumps(run(args.space, args.num_samples, args.max_concurrent)), flush=True)
+        row = run(args.space, args.num_samples, args.max_concurrent, args.trial_s)
+        print(json.dumps(row), flush=True)
     finally:
         ray.shutdown()
 
