@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 from typing import ClassVar
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
@@ -21,7 +22,7 @@ from ciq_tune.engine.nsga2 import NSGA2
 from ciq_tune.errors import EngineError
 from ciq_tune.results import EvaluationRecord
 
-NSGA3_DEFAULTS: dict[str, Any] = {"pool_size": 24}
+NSGA3_DEFAULTS: dict[str, Any] = {"pool_size": 24, "initial_sampling": "random"}
 
 
 class NSGA3Config(EngineConfig):
@@ -33,6 +34,7 @@ class NSGA3Config(EngineConfig):
     """
 
     pool_size: int = Field(default=NSGA3_DEFAULTS["pool_size"], ge=2)
+    initial_sampling: Literal["latin_hypercube", "random"] = NSGA3_DEFAULTS["initial_sampling"]
     ref_dirs: list[list[float]] | None = Field(default=None, min_length=1)
 
 
