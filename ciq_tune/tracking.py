@@ -78,6 +78,33 @@ def search_tags(search_name: str, extra: Mapping[str, str] | None = None) -> dic
     return {SEARCH_TAG: search_name, "ciq_tune.version": __version__, **dict(extra or {})}
 
 
+def prepare_sqlite_store(tracking_uri: str) -> None:
+    """Create a new sqlite store's file in write-ahead-log mode (a no-op for other stores and
+    existing files).
+
+    In its default rollback-journal mode sqlite syncs the journal and the database on every
+    commit; a WAL commit syncs one append to the log. MLflow commits several times per call,
+    so on this VM's disk this halves both the creation of a new store (~50 schema migrations,
+    9-11 s -> 5.5 s) and the writing of a trial (~150 ms -> ~75 ms). The mode is stored in the
+    file, so MLflow's own connections and `mlflow ui` use it too. WAL needs the store on a
+    local file system (not NFS), which an embedded store should be on anyway.
+    """
+    import sqlite3
+
+    from sqlalchemy.engine import make_url
+
+    if not tracking_uri.startswith("sqlite:"):
+        return  # "databricks", "http://…", "file:…" and the like are not sqlite URLs
+    url = make_url(tracking_uri)
+    if not url.database or url.database == ":memory:":
+        return
+    path = Path(url.database)
+    if path.exists():
+        return
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+
+
 def ensure_experiment(tracking_uri: str, name: str, artifact_dir: str | Path) -> str:
     """The id of experiment `name`, created with its artifacts under `artifact_dir` if new
     (MLflow's default would be a `mlruns/` folder in whatever directory the driver runs in)."""
@@ -226,6 +253,7 @@ def serve(
     try:
         from mlflow import MlflowClient
 
+        prepare_sqlite_store(tracking_uri)
         client = MlflowClient(tracking_uri=tracking_uri)
         experiment_id = ensure_experiment(tracking_uri, experiment_name, artifact_dir)
     except Exception as exc:

@@ -182,3 +182,28 @@ def test_writer_process_keeps_going_past_a_bad_event_and_loses_nothing(
     assert sorted(r.info.run_name for r in runs) == ["t1", "t2"]
     assert {r.data.metrics["time_ms"] for r in runs} == {2.0}
     assert {r.info.status for r in runs} == {"FINISHED"}
+
+
+def test_new_sqlite_store_is_created_in_wal_mode_and_existing_files_are_left_alone(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    from ciq_tune.tracking import prepare_sqlite_store
+
+    def journal_mode(path: Path) -> str:
+        connection = sqlite3.connect(path)
+        try:
+            return str(connection.execute("PRAGMA journal_mode").fetchone()[0])
+        finally:
+            connection.close()
+
+    prepare_sqlite_store(sqlite_uri(tmp_path))
+    assert journal_mode(tmp_path / "mlflow.db") == "wal"
+    existing = tmp_path / "old" / "mlflow.db"
+    existing.parent.mkdir()
+    sqlite3.connect(existing).close()
+    prepare_sqlite_store(sqlite_uri(existing.parent))
+    assert journal_mode(existing) == "delete"
+    for other in ("databricks", "http://127.0.0.1:5000", "sqlite://"):
+        prepare_sqlite_store(other)  # not a sqlite file: nothing to prepare
