@@ -184,11 +184,13 @@ def test_writer_process_keeps_going_past_a_bad_event_and_loses_nothing(
     assert {r.info.status for r in runs} == {"FINISHED"}
 
 
-def test_new_sqlite_store_is_created_in_wal_mode_and_existing_files_are_left_alone(
-    tmp_path: Path,
+@pytest.mark.slow
+def test_new_sqlite_store_is_a_wal_copy_of_the_cached_schema_and_existing_files_are_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import sqlite3
 
+    from ciq_tune.tracking import ensure_experiment
     from ciq_tune.tracking import prepare_sqlite_store
 
     def journal_mode(path: Path) -> str:
@@ -198,8 +200,21 @@ def test_new_sqlite_store_is_created_in_wal_mode_and_existing_files_are_left_alo
         finally:
             connection.close()
 
-    prepare_sqlite_store(sqlite_uri(tmp_path))
-    assert journal_mode(tmp_path / "mlflow.db") == "wal"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for name in ("first", "second"):  # the first builds the schema template, the second copies
+        (tmp_path / name).mkdir()
+        prepare_sqlite_store(sqlite_uri(tmp_path / name))
+        assert journal_mode(tmp_path / name / "mlflow.db") == "wal"
+        ensure_experiment(sqlite_uri(tmp_path / name), "copied", tmp_path / name / "art")
+    assert len(list((tmp_path / "cache" / "ciq-tune" / "mlflow").glob("empty-store-*.db"))) == 1
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=sqlite_uri(tmp_path / "second"))
+    experiment = client.get_experiment_by_name("copied")
+    assert experiment is not None
+    run = client.create_run(experiment.experiment_id, run_name="r")
+    client.set_terminated(run.info.run_id)
+    assert [r.info.run_name for r in client.search_runs([experiment.experiment_id])] == ["r"]
     existing = tmp_path / "old" / "mlflow.db"
     existing.parent.mkdir()
     sqlite3.connect(existing).close()
