@@ -244,6 +244,9 @@ class MlflowWriter:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            # Its own session: Ctrl-C in the terminal goes to the search, which stops and
+            # closes the pipe; the writer then writes what it has, instead of dying with it.
+            start_new_session=True,
         )
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()

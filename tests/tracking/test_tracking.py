@@ -222,3 +222,28 @@ def test_new_sqlite_store_is_a_wal_copy_of_the_cached_schema_and_existing_files_
     assert journal_mode(existing) == "delete"
     for other in ("databricks", "http://127.0.0.1:5000", "sqlite://"):
         prepare_sqlite_store(other)  # not a sqlite file: nothing to prepare
+
+
+def test_ctrl_c_reaches_the_search_but_not_its_writer(tmp_path: Path) -> None:
+    driver = f"""
+import os, signal
+from pathlib import Path
+from ciq_tune.tracking import MlflowWriter, sqlite_uri
+# Tune handles Ctrl-C with a handler of its own (a child process starts with the default).
+signal.signal(signal.SIGINT, lambda *_: None)
+writer = MlflowWriter(sqlite_uri({str(tmp_path)!r}), "direct", Path({str(tmp_path)!r}) / "art")
+writer.start()
+writer.send({{"kind": "start", "trial": "t1", "name": "t1", "tags": {{}}, "params": {{}}}})
+os.killpg(0, signal.SIGINT)  # what Ctrl-C does: the terminal's whole foreground group
+writer.send({{"kind": "metrics", "trial": "t1", "metrics": {{"time_ms": 2.0}}, "step": 1}})
+writer.send({{"kind": "end", "trial": "t1", "status": "FINISHED"}})
+writer.close()
+"""
+    # In its own group, so that the SIGINT reaches the driver and not pytest.
+    subprocess.run([sys.executable, "-c", driver], check=True, start_new_session=True, timeout=300)
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=sqlite_uri(tmp_path))
+    experiment = client.get_experiment_by_name("direct")
+    [run] = client.search_runs([experiment.experiment_id])
+    assert (run.info.status, run.data.metrics) == ("FINISHED", {"time_ms": 2.0})
