@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install ciq-tune with its test dependencies into .venv from scratch, run the static checks
 # (scripts/lint.sh), then the tests in two tiers (tests/conftest.py):
-#   fast: every test that starts no Ray (pytest -m "not ray")
-#   full: the fast tier, then the tests that use Ray (pytest -m ray, one shared Ray instance)
+#   fast: every test that starts no Ray (pytest -m "not ray"), on 2 pytest-xdist workers (the
+#         CI machine's 2 cores; these tests share nothing but the file system's temp folders)
+#   full: the fast tier, then the tests that use Ray (pytest -m ray, one shared Ray instance, so
+#         one process)
 # Usage: bash scripts/test.sh [fast|full] [pytest arguments…]   (default: full)
 # GPU tests are marked `gpu` and skip without a GPU.
 set -euo pipefail
@@ -23,9 +25,9 @@ tier_run() {
   fi
 }
 SECONDS=0
-tier_run -m "not ray" "$@"
+tier_run -m "not ray" --numprocesses 2 --durations 10 "$@"
 echo "fast tier: ${SECONDS} s"
 if [[ $tier == full ]]; then
-  tier_run -m ray "$@"
+  tier_run -m ray --durations 10 "$@"
   echo "fast + Ray tiers: ${SECONDS} s"
 fi

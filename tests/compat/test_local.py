@@ -65,15 +65,15 @@ def test_a_dead_worker_is_a_crash_record_and_the_search_goes_on() -> None:
 
 
 def test_isolated_worker_kills_at_the_timeout(tmp_path) -> None:
-    def slow_on_y3(config: dict) -> float:
-        if config["y"] == 3:
+    def hangs_on_the_first_point(config: dict) -> float:
+        if config["x"] == 2.0 and config["y"] == 3:  # only the point given first: one timeout
             import time
 
             time.sleep(60)
         return config["x"]
 
     result = Search(
-        objective_function=slow_on_y3,
+        objective_function=hangs_on_the_first_point,
         search_space=SPACE,
         search_config=SearchConfiguration(pool_size=6, generations=1),
         worker_type=WorkerTypes.ISOLATED,

@@ -1,4 +1,4 @@
-"""Property tests: random spaces, pool sizes 6–360, 1–5 generations, every strategy."""
+"""Property tests: random spaces, pool sizes 6–120, 1–5 generations, every strategy."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def _objective(n_obj: int):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     spec=SPACES,
-    pool_size=st.integers(6, 360),
+    pool_size=st.integers(6, 120),
     generations=st.integers(1, 5),
     strategy=st.sampled_from(sorted(STRATEGIES)),
     workers=st.integers(1, 8),
