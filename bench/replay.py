@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import gzip
 import hashlib
 import importlib.util
+import json
 import sys
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -59,22 +61,34 @@ def load_module(data: str | Path) -> ModuleType:
 
 
 def list_datasets(data: str | Path, patterns: Iterable[str] = ()) -> list[str]:
-    """Dataset paths (relative to `data`) registered by its load.py that match any glob.
+    """Dataset paths (relative to `data`) registered by its load.py that match any glob, then
+    the patterns that are files (spaces recorded by `bench.record_space`).
 
     Args:
         data: the benchdata folder.
-        patterns: fnmatch globs such as ``"*kt_rtx/gemm/*"``; all datasets when empty.
+        patterns: fnmatch globs such as ``"*kt_rtx/gemm/*"`` or file paths; all registered
+            datasets when empty.
     """
     names = sorted(load_module(data).DATASETS)
     patterns = list(patterns)
+    files = [p for p in patterns if Path(p).is_file()]
+    globs = [p for p in patterns if p not in files]
     if not patterns:
         return names
-    chosen = [n for n in names if any(fnmatch.fnmatch(n, p) for p in patterns)]
-    if not chosen:
+    chosen = [n for n in names if any(fnmatch.fnmatch(n, p) for p in globs)]
+    if globs and not chosen:
         raise BenchError(
-            f"`--datasets` {patterns!r} match no dataset of {data}; known: {', '.join(names)}"
+            f"`--datasets` {globs!r} match no dataset of {data} and are not files; known: "
+            f"{', '.join(names)}"
         )
-    return chosen
+    return chosen + files
+
+
+def recorded_restrictions(path: str | Path) -> list[str]:
+    """The ``restrictions`` a file of `bench.record_space` carries (the kernel description's
+    constraints; a Kernel Tuner cache has no place for them)."""
+    with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
+        return list(json.load(f).get("restrictions", []))
 
 
 def _is_number(value: Any) -> bool:
@@ -156,12 +170,18 @@ def load_problem(data: str | Path, name: str) -> Problem:
 
     Args:
         data: the benchdata folder.
-        name: dataset path relative to `data`.
+        name: dataset path relative to `data`, or the path of a file recorded by
+            `bench.record_space` (its restrictions are in the file).
     """
     loader = load_module(data)
-    if name not in loader.DATASETS:
-        raise BenchError(f"dataset name={name!r} is not registered in {data}/load.py")
-    ds = loader.load(name)
+    if Path(name).is_file():  # a space recorded by bench.record_space, read by the same load.py
+        ds = loader.load(str(Path(name).resolve()), restrictions=recorded_restrictions(name))
+    elif name not in loader.DATASETS:
+        raise BenchError(
+            f"dataset name={name!r} is neither registered in {data}/load.py nor a file"
+        )
+    else:
+        ds = loader.load(name)
     params = tuple(ds.param_names)
     unknown_space = not ds.restrictions and (
         ds.cartesian_size() > _UNKNOWN_SPACE_RATIO * ds.n_configs
