@@ -388,6 +388,32 @@ def run_remeasure(
     return record
 
 
+def exhaustive_variants(desc: Any, path: Path, top: int) -> dict[str, Any]:
+    """The `top` best configurations of a recorded space (`bench.record_space`) by recorded
+    value, as variants ``exhaustive_1`` … in the description's configuration shape."""
+    import gzip
+
+    with gzip.open(path, "rt") as handle:
+        data = json.load(handle)
+    names = data["tune_params_keys"]
+    timed = [e for e in data["cache"].values() if isinstance(e.get("time"), int | float)]
+    timed.sort(key=lambda e: e["time"])
+    catalog = next(iter(desc.controls), None)
+    variants: dict[str, Any] = {}
+    for rank, entry in enumerate(timed[:top], start=1):
+        config: dict[str, Any] = {"params": {}}
+        for name in names:
+            if name in desc.params:
+                config["params"][name] = entry[name]
+            elif catalog is not None:
+                config.setdefault("controls", {}).setdefault(catalog, {})[name] = entry[name]
+            else:
+                raise SystemExit(f"{path}: {name!r} is neither a parameter nor a control")
+        variants[f"exhaustive_{rank}"] = config
+        log(f"exhaustive #{rank}: recorded {entry['time']:.4f} ms, {config}")
+    return variants
+
+
 # -- markdown --------------------------------------------------------------------------------------
 def markdown(data: Mapping[str, Any], kernel: SuiteKernel) -> str:
     """A table fragment for docs/benchmarks.md from the JSON record."""
@@ -432,6 +458,8 @@ def markdown(data: Mapping[str, Any], kernel: SuiteKernel) -> str:
         + (f", {autotune['configs']} configs, {autotune['wall_s']:.0f} s" if autotune else ""),
         "vendor": kernel.vendor_name,
     }
+    for rank in range(1, 10):
+        labels[f"exhaustive_{rank}"] = f"exhaustive search's #{rank} (recorded value)"
     for variant, stats in remeasure["variants"].items():
         row = [
             labels.get(variant, variant),
@@ -503,6 +531,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma-separated steps to leave out: search, autotune, remeasure",
     )
     parser.add_argument(
+        "--exhaustive",
+        type=Path,
+        help="a space of this kernel recorded by bench.record_space: its best configurations "
+        "by recorded value are re-measured beside ciq-tune's (how close the search got)",
+    )
+    parser.add_argument(
+        "--exhaustive-top", type=int, default=3, help="recorded configurations re-measured (3)"
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         help="on a CPU: Triton's interpreter at tiny sizes, 3 evaluations, host-clock timings",
@@ -562,6 +599,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         if autotune:
             variants["autotune"] = autotune["best_config"]
+        if args.exhaustive:
+            variants.update(exhaustive_variants(desc, args.exhaustive, args.exhaustive_top))
         variants["vendor"] = None
         report.step(
             "remeasure",

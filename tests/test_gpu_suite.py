@@ -130,3 +130,17 @@ def test_remeasure_checks_and_compares_every_variant_under_the_interpreter(tmp_p
     for stats in record["variants"].values():
         assert len(stats["samples_ms"]) == 3 and stats["median_ms"] > 0
     assert record["timer"] == "host" and "within_3pct_of_vendor" in record
+
+
+def test_exhaustive_variants_are_the_recorded_best_in_the_descriptions_shape() -> None:
+    from objectives import load_description
+
+    tiled = load_description(REPO / "examples/kernels/triton/matmul.yaml")
+    recorded = REPO / "docs/data/spaces/h200_matmul_fp16_4096.json.gz"
+    variants = gpu_suite.exhaustive_variants(tiled, recorded, 2)
+    assert list(variants) == ["exhaustive_1", "exhaustive_2"]
+    best = variants["exhaustive_1"]
+    # The tile is a parameter; num_warps and num_stages were recorded as Triton controls.
+    assert set(best["params"]) == {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"}
+    assert set(best["controls"]["triton"]) == {"num_warps", "num_stages"}
+    assert variants["exhaustive_1"] != variants["exhaustive_2"]
