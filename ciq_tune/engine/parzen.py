@@ -18,13 +18,11 @@ Per parameter:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 from scipy.special import logsumexp
 
 from ciq_tune.space import SearchSpace
-from ciq_tune.space.space import Genes
 
 # Probability mass a categorical kernel spreads over the values it was not observed at.
 CATEGORY_SMOOTHING = 0.2
@@ -37,7 +35,8 @@ PRIOR_WEIGHT = 1.0
 
 
 class ParzenEstimator:
-    """Log densities of configurations under a Parzen mixture of observed configurations.
+    """Log densities of configurations (rows of `UnitFeatures`) under a Parzen mixture of
+    observed configurations.
 
     Args:
         space: the search space.
@@ -53,27 +52,6 @@ class ParzenEstimator:
         self.multivariate = multivariate
         self._params = [leaf.param for leaf in space.leaves]
         self._active = [j for j, p in enumerate(self._params) if p.cardinality() > 1]
-        self._features: dict[str, np.ndarray] = {}
-
-    def features(self, genes: Sequence[Genes], keys: Sequence[str] | None = None) -> np.ndarray:
-        """Unit coordinates of each configuration (NaN where a parameter is absent); rows with
-        a key are computed once and cached."""
-        rows = []
-        for i, g in enumerate(genes):
-            key = keys[i] if keys is not None else None
-            row = self._features.get(key) if key is not None else None
-            if row is None:
-                present = self.space.flat(g)
-                row = np.array(
-                    [
-                        leaf.param.to_unit(x) if leaf.key in present else math.nan
-                        for leaf, x in zip(self.space.leaves, g, strict=True)
-                    ]
-                )
-                if key is not None:
-                    self._features[key] = row
-            rows.append(row)
-        return np.array(rows, dtype=float).reshape(len(rows), len(self._params))
 
     def log_density(self, X: np.ndarray, observed: np.ndarray) -> np.ndarray:
         """log p(x) of each row of `X` under the mixture of the rows of `observed`."""

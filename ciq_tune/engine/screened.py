@@ -30,6 +30,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 from typing import ClassVar
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
@@ -37,6 +38,7 @@ from pymoo.core.population import Population
 
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.coordinate_search import CompassSearch
+from ciq_tune.engine.features import UnitFeatures
 from ciq_tune.engine.ga import GA
 from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
 from ciq_tune.engine.parzen import ParzenEstimator
@@ -48,6 +50,8 @@ from ciq_tune.space.space import Genes
 # narrower than the model's kernels, so spaces with one are polished (short lists are not: on
 # the recorded kernel spaces polishing costs evaluations the model spends better).
 WIDE_VALUES = 32
+# Uniform draws per maximin exploration candidate (the farthest from everything proposed wins).
+FAR_DRAWS = 32
 
 SCREENED_DEFAULTS: dict[str, Any] = {
     "pool_size": 4,
@@ -61,6 +65,7 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "polish_share": 0.5,
     "explore_after": 8,
     "explore_share": 0.25,
+    "explore_sampling": "uniform",
 }
 
 
@@ -81,6 +86,8 @@ class ScreenedGAConfig(EngineConfig):
         explore_after: generations without a new best after which part of each generation is
             evaluated unscreened.
         explore_share: share of each generation drawn unscreened while stagnating.
+        explore_sampling: how those are drawn: uniformly, or each the farthest of
+            `FAR_DRAWS` uniform draws from everything proposed (maximin).
     """
 
     pool_size: int = Field(default=SCREENED_DEFAULTS["pool_size"], ge=2)
@@ -94,6 +101,7 @@ class ScreenedGAConfig(EngineConfig):
     polish_share: float = Field(default=SCREENED_DEFAULTS["polish_share"], ge=0, le=1)
     explore_after: int = Field(default=SCREENED_DEFAULTS["explore_after"], ge=1)
     explore_share: float = Field(default=SCREENED_DEFAULTS["explore_share"], ge=0, le=1)
+    explore_sampling: Literal["uniform", "maximin"] = SCREENED_DEFAULTS["explore_sampling"]
 
 
 class ScreenedGA(GA):
@@ -108,6 +116,7 @@ class ScreenedGA(GA):
             self._parzen = ParzenEstimator(
                 self.space, bandwidth=config.bandwidth, multivariate=config.multivariate
             )
+            self._features = UnitFeatures(self.space)
             self._pattern = PatternMove()
         return self._parzen
 
@@ -137,7 +146,38 @@ class ScreenedGA(GA):
         out = [c for g in self._polish(n_polish) if (c := self._make_candidate(g, "offspring"))]
         n_screened = n - explore - len(out)
         out += self._screened(self._draw(n_screened * config.screen_factor), n_screened)
+        if config.explore_sampling == "maximin":
+            out += self._far_candidates(n - len(out))
         return out + self._random_candidates(n - len(out))
+
+    def _far_candidates(self, n: int) -> list[Candidate]:
+        """`n` new candidates, each the farthest (in unit coordinates) from every configuration
+        proposed so far of `FAR_DRAWS` uniform draws (greedy maximin design: it covers a plane
+        faster than uniform draws, which cluster; Johnson et al., J. Stat. Plan. Inf. 1990)."""
+        if n <= 0:
+            return []
+        self._model()
+        proposed = [(r.genes, r.key) for r in self._records]
+        proposed += [(c.genes, c.key) for c in [*self._pending.values(), *self._queue]]
+        taken = np.nan_to_num(
+            self._features([g for g, _ in proposed], [k for _, k in proposed]), nan=-1.0
+        )
+        out: list[Candidate] = []
+        for _ in range(n):
+            draws = self.proposals.new_genes(
+                [self.space.sample_genes(self.rng) for _ in range(FAR_DRAWS)]
+            )
+            if not draws:
+                break
+            X = np.nan_to_num(self._features(draws), nan=-1.0)
+            gaps = np.min(np.linalg.norm(X[:, None, :] - taken[None, :, :], axis=2), axis=1)
+            best = int(np.argmax(gaps))
+            candidate = self._make_candidate(draws[best], "random")
+            if candidate is None:
+                break
+            out.append(candidate)
+            taken = np.vstack([taken, X[best]])
+        return out
 
     def _screened(self, pool: list[Genes], n: int) -> list[Candidate]:
         """The `n` candidates of `pool` with the highest density ratio."""
@@ -199,7 +239,7 @@ class ScreenedGA(GA):
         if not good:
             return self.rng.random(len(pool))
         model = self._model()
-        X = model.features(pool)
-        G = model.features([r.genes for r in good], [r.key for r in good])
-        B = model.features([r.genes for r in bad], [r.key for r in bad])
+        X = self._features(pool)
+        G = self._features([r.genes for r in good], [r.key for r in good])
+        B = self._features([r.genes for r in bad], [r.key for r in bad])
         return model.log_density(X, G) - model.log_density(X, B)
