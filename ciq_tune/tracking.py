@@ -14,11 +14,13 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
@@ -200,14 +202,14 @@ class TrackingUnavailable(RuntimeError):
 
 class MlflowWriter:
     """Sends trial records to a writer process (`python -m ciq_tune.tracking`) that writes
-    them to MLflow in batches (`MlflowClient.log_batch`: one call per trial start and per
-    result instead of one per parameter and metric).
+    them to MLflow (`serve`: a finished trial is three MLflow calls, whatever its number of
+    parameters and metrics).
 
-    The search only writes a JSON line to a pipe per event; opening the store (seconds for a
-    new sqlite file) and every MLflow call happen in the other process, off the Tune loop and
-    its GIL. `close` waits until the writer reports every event written, so no record is
-    lost; the writer's own exit (1.3 s of interpreter teardown on the 2-core VM) is not waited
-    for.
+    The search only writes a JSON line to a pipe per event; importing MLflow, opening the store
+    and every MLflow call happen in the other process, off the Tune loop and its GIL. `close`
+    waits until the writer reports every event written, so no record is lost; the writer's
+    own exit (1.3 s of interpreter teardown on the 2-core VM) is not waited for. An error is
+    raised to the caller once: `send` raises it, and `close` after that does not again.
 
     Args:
         tracking_uri: MLflow store.
@@ -224,9 +226,10 @@ class MlflowWriter:
         self._reader: threading.Thread | None = None
         self._warned: set[str] = set()
         self._written = False  # the writer replied "done": every event is in the store
+        self._raised = False  # `error` has been raised to the caller
 
     def start(self) -> None:
-        """Start the writer process (it opens the store while the search starts)."""
+        """Start the writer process (it imports MLflow and opens the store)."""
         command = [
             sys.executable,
             "-m",
@@ -262,6 +265,7 @@ class MlflowWriter:
             process.stdin.flush()
         except (BrokenPipeError, ValueError) as exc:
             self.close()  # the writer died: collect its reason
+            self._raised = True
             raise TrackingUnavailable(self.error or f"the MLflow writer exited ({exc})") from exc
 
     def close(self) -> None:
@@ -284,10 +288,12 @@ class MlflowWriter:
                         f"the MLflow writer exited (status {process.returncode}) before "
                         "writing every event"
                     )
-        self._raise_if_failed()
+        if not self._raised:
+            self._raise_if_failed()
 
     def _raise_if_failed(self) -> None:
         if self.error is not None:
+            self._raised = True
             raise TrackingUnavailable(self.error)
 
     def _read_replies(self) -> None:
@@ -306,12 +312,69 @@ class MlflowWriter:
                     logger.warning("tracking: writing %s (further failures not repeated)", message)
 
 
+def mlflow_writer(
+    config: TrackingConfig, *, run_dir: str | Path, search_name: str
+) -> MlflowWriter | None:
+    """The writer of a search's MLflow runs (not started), None unless `config.backend` is
+    "mlflow": into `config.tracking_uri` (default `<run_dir>/mlflow.db`), experiment
+    `config.experiment_name` (default `search_name`), artifacts under `<run_dir>/mlartifacts`."""
+    if config.backend != "mlflow":
+        return None
+    run_dir = Path(run_dir)
+    return MlflowWriter(
+        config.tracking_uri or sqlite_uri(run_dir),
+        config.experiment_name or search_name,
+        run_dir / ARTIFACTS_DIR,
+    )
+
+
+@contextlib.contextmanager
+def background_writer(
+    config: TrackingConfig, *, run_dir: str | Path, search_name: str
+) -> Iterator[MlflowWriter | None]:
+    """A started `mlflow_writer` for a whole command: started on entry, so that its `import
+    mlflow` and the opening of the store overlap the command's own start (Ray's), and closed on
+    exit, Ctrl+C included, once every record is written, so that the backlog overlaps what the
+    command does after the search. A failure is a warning: tracking is a convenience."""
+    writer = mlflow_writer(config, run_dir=run_dir, search_name=search_name)
+    if writer is not None:
+        writer.start()
+    try:
+        yield writer
+    finally:
+        if writer is not None:
+            try:
+                writer.close()
+            except TrackingUnavailable as exc:
+                logger.warning("tracking is off for this search: %s", exc)
+
+
+# How long the writer gathers events after the first one of a batch (seconds): a trial's start,
+# result and end that arrive within it are written together, 3 MLflow calls instead of 4 and
+# more; a run shows up in MLflow at most this much later.
+BATCH_WINDOW_S = 1.0
+
+
 def serve(
     tracking_uri: str, experiment_name: str, artifact_dir: Path, events: IO[str], replies: IO[str]
 ) -> int:
     """The writer loop: one JSON event per line of `events` until it closes; replies
-    "error <why>" (store unusable, exit 1), "warn <event>: <why>" (one event lost) and, once
-    every event is written, "done"."""
+    "error <why>" (store unusable, exit 1), "warn <step>: <why>" (one record lost) and, once
+    every event is written, "done".
+
+    Events are read in a thread while the loop writes: whatever has arrived, or arrives within
+    `BATCH_WINDOW_S` of a batch's first event, is written trial by trial with as few MLflow
+    calls as the events allow (`_write_trial`)."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in events:
+            lines.put(line)
+        lines.put(None)
+
+    # Reading starts first so that the sender never blocks on a full pipe while MLflow is
+    # imported and the store opened (seconds).
+    threading.Thread(target=read, daemon=True).start()
     try:
         from mlflow import MlflowClient
 
@@ -323,52 +386,130 @@ def serve(
         replies.flush()
         return 1
     runs: dict[str, str] = {}
-    for line in events:
-        event = json.loads(line)
-        try:
-            _write_event(client, experiment_id, runs, event)
-        except Exception as exc:
-            replies.write(f"warn {event.get('kind')}: {type(exc).__name__}: {exc}\n")
-            replies.flush()
+    closed = False
+    while not closed:
+        batch, closed = _next_batch(lines)
+        by_trial: dict[str, list[dict]] = {}
+        for line in batch:
+            event = json.loads(line)
+            by_trial.setdefault(str(event.get("trial")), []).append(event)
+        for key, trial_events in by_trial.items():
+            for step, failure in _write_trial(client, experiment_id, runs, key, trial_events):
+                replies.write(f"warn {step}: {type(failure).__name__}: {failure}\n")
+                replies.flush()
     replies.write("done\n")
     replies.flush()
     return 0
 
 
-def _write_event(client: Any, experiment_id: str, runs: dict[str, str], event: dict) -> None:
+def _next_batch(lines: queue.Queue[str | None]) -> tuple[list[str], bool]:
+    """The lines that arrive within `BATCH_WINDOW_S` of the next one (waited for), and whether
+    the events have ended."""
+    batch: list[str] = []
+    first = lines.get()
+    if first is None:
+        return batch, True
+    batch.append(first)
+    until = time.monotonic() + BATCH_WINDOW_S
+    while (left := until - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            return batch, True
+        batch.append(line)
+    return batch, False
+
+
+def _write_trial(
+    client: Any, experiment_id: str, runs: dict[str, str], key: str, events: list[dict]
+) -> list[tuple[str, Exception]]:
+    """Write one trial's events of a batch: `create_run` (with its tags and start time) if it
+    starts here, one `log_batch` of its parameters, metrics and tags, its texts and files, and
+    `set_terminated` (with its end time) if it ends here. Returns the steps that failed; the
+    others are still written."""
     from mlflow.entities import Metric
     from mlflow.entities import Param
     from mlflow.entities import RunTag
 
-    kind, key = event["kind"], event["trial"]
-    if kind == "start":
-        tags = dict(event.get("tags") or {})
-        run = client.create_run(experiment_id, run_name=event["name"], tags=tags)
-        runs[key] = run.info.run_id
-        params = [Param(k, str(v)[:MAX_PARAM_CHARS]) for k, v in event["params"].items()]
-        for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
-            client.log_batch(runs[key], params=params[i : i + 100])
-        return
-    run_id = runs[key]
-    if kind == "metrics":
-        stamp = int(event.get("time_ms") or time.time() * 1000)
-        metrics = [Metric(k, v, stamp, event["step"]) for k, v in event["metrics"].items()]
-        for i in range(0, len(metrics), 1000):
-            client.log_batch(run_id, metrics=metrics[i : i + 1000])
-    elif kind == "texts":
-        for name, text in event["texts"].items():
+    failed: list[tuple[str, Exception]] = []
+    params: list[Param] = []
+    metrics: list[Metric] = []
+    tags: list[RunTag] = []
+    texts: dict[str, str] = {}
+    files: list[str] = []
+    end: dict | None = None
+    for event in events:
+        kind = event.get("kind")
+        if kind == "start":
+            try:
+                run = client.create_run(
+                    experiment_id,
+                    run_name=event["name"],
+                    start_time=event.get("time_ms"),
+                    tags=dict(event.get("tags") or {}),
+                )
+                runs[key] = run.info.run_id
+            except Exception as exc:
+                failed.append(("start", exc))
+            params += [Param(k, str(v)[:MAX_PARAM_CHARS]) for k, v in event["params"].items()]
+        elif kind == "metrics":
+            stamp = int(event.get("time_ms") or time.time() * 1000)
+            metrics += [Metric(k, v, stamp, event["step"]) for k, v in event["metrics"].items()]
+        elif kind == "tags":
+            tags += [RunTag(k, str(v)) for k, v in event["tags"].items()]
+        elif kind == "texts":
+            texts.update(event["texts"])
+        elif kind == "files":
+            files += event["files"]
+        elif kind == "end":
+            end = event
+        else:
+            failed.append((str(kind), ValueError(f"unknown event kind {kind!r}")))
+
+    run_id = runs.get(key)
+    if run_id is None:  # its start failed or never came: nothing of it can be written
+        kinds = [str(e.get("kind")) for e in events if e.get("kind") != "start"]
+        if kinds:
+            failed.append((kinds[0], KeyError(f"trial {key!r} has no run")))
+        return failed
+    try:
+        _log_batches(client, run_id, params, metrics, tags)
+    except Exception as exc:
+        failed.append(("records", exc))
+    for name, text in texts.items():
+        try:
             client.log_text(run_id, text, f"{name}.txt")
-    elif kind == "files":
-        for path in event["files"]:
+        except Exception as exc:
+            failed.append(("texts", exc))
+    for path in files:
+        try:
             if Path(path).is_file():
                 client.log_artifact(run_id, path)
-    elif kind == "tags":
-        client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in event["tags"].items()])
-    elif kind == "end":
-        client.set_terminated(run_id, status=event["status"])
+        except Exception as exc:
+            failed.append(("files", exc))
+    if end is not None:
+        try:
+            client.set_terminated(run_id, status=end["status"], end_time=end.get("time_ms"))
+        except Exception as exc:
+            failed.append(("end", exc))
         runs.pop(key)
-    else:
-        raise ValueError(f"unknown event kind {kind!r}")
+    return failed
+
+
+# MLflow's limits on one `log_batch` call: parameters, tags, and entries of all three kinds.
+_BATCH_PARAMS, _BATCH_TAGS, _BATCH_ENTRIES = 100, 100, 1000
+
+
+def _log_batches(client: Any, run_id: str, params: list, metrics: list, tags: list) -> None:
+    """`log_batch` calls within MLflow's limits: one for a trial's usual few records."""
+    while params or metrics or tags:
+        p, params = params[:_BATCH_PARAMS], params[_BATCH_PARAMS:]
+        t, tags = tags[:_BATCH_TAGS], tags[_BATCH_TAGS:]
+        room = _BATCH_ENTRIES - len(p) - len(t)
+        m, metrics = metrics[:room], metrics[room:]
+        client.log_batch(run_id, metrics=m, params=p, tags=t)
 
 
 def _main() -> int:

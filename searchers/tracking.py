@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -10,12 +11,11 @@ from typing import Any
 from ray.tune import Callback
 from ray.tune.utils import flatten_dict
 
-from ciq_tune.tracking import ARTIFACTS_DIR
 from ciq_tune.tracking import MlflowWriter
 from ciq_tune.tracking import TrackingConfig
 from ciq_tune.tracking import TrackingUnavailable
+from ciq_tune.tracking import mlflow_writer
 from ciq_tune.tracking import search_tags
-from ciq_tune.tracking import sqlite_uri
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -113,39 +113,39 @@ class MLflowTrackingCallback(Callback):
     numeric results as metrics (step: the training iteration), the text of
     `config.artifact_keys` results (compile log, error) as `<key>.txt`, the files named by
     `config.artifact_path_keys` results (controls file) and the trial folder's files matching
-    `config.artifact_globs`. The Tune loop only hands each event to the writer process, so a
-    search neither waits for the store nor gets Ray's "may be a performance bottleneck"
-    warnings; `on_experiment_end` waits until everything is written.
+    `config.artifact_globs`; runs start and end at the trial's own times. The Tune loop only
+    hands each event to the writer process, so a search neither waits for the store nor gets
+    Ray's "may be a performance bottleneck" warnings.
 
     Args:
-        tracking_uri: MLflow store.
-        experiment_name: experiment holding the search's runs.
-        artifact_dir: folder of the experiment's artifacts (when it is created here).
+        writer: the writer (not started): `setup` starts it and `on_experiment_end` waits until
+            everything is written.
         tags: tags of every run.
         config: which results and files become artifacts.
+        started_writer: a writer that its caller started and closes (instead of `writer`), as
+            `ciq-tune tune` does so that MLflow's start and the backlog overlap its own work.
     """
 
     def __init__(
         self,
-        tracking_uri: str,
+        writer: MlflowWriter | None = None,
         *,
-        experiment_name: str,
-        artifact_dir: Path,
         tags: dict[str, str],
         config: TrackingConfig,
+        started_writer: MlflowWriter | None = None,
     ) -> None:
-        self.tracking_uri = tracking_uri
-        self.experiment_name = experiment_name
-        self.artifact_dir = artifact_dir
+        if (writer is None) == (started_writer is None):
+            raise ValueError("give `writer` or `started_writer`, not both or neither")
         self.tags = tags
         self.config = config
-        self._writer: MlflowWriter | None = None
+        self._own_writer = writer
+        self._writer = started_writer
         self._started: set[str] = set()
         self._artifacts: dict[str, dict[str, str]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles the run config before `setup`; a live writer process is not state.
-        return {**self.__dict__, "_writer": None}
+        return {**self.__dict__, "_writer": None, "_own_writer": None}
 
     def setup(
         self,
@@ -154,8 +154,9 @@ class MLflowTrackingCallback(Callback):
         total_num_samples: int | None = None,
         **info: Any,
     ) -> None:
-        self._writer = MlflowWriter(self.tracking_uri, self.experiment_name, self.artifact_dir)
-        self._writer.start()
+        if self._own_writer is not None:
+            self._writer = self._own_writer
+            self._writer.start()
 
     def _send(self, event: dict[str, Any]) -> None:
         if self._writer is None:
@@ -170,6 +171,7 @@ class MLflowTrackingCallback(Callback):
             {
                 "kind": "start",
                 "trial": trial.trial_id,
+                "time_ms": _now_ms(),
                 "name": str(trial),
                 "tags": {**self.tags, "trial_name": str(trial)},
                 "params": flatten_dict(trial.config or {}, delimiter="/"),
@@ -190,7 +192,15 @@ class MLflowTrackingCallback(Callback):
             if isinstance(v, int | float) and not k.startswith("config/")
         }
         step = int(result.get("training_iteration") or 0)
-        self._send({"kind": "metrics", "trial": trial.trial_id, "metrics": metrics, "step": step})
+        self._send(
+            {
+                "kind": "metrics",
+                "trial": trial.trial_id,
+                "time_ms": _now_ms(),
+                "metrics": metrics,
+                "step": step,
+            }
+        )
         keys = (*self.config.artifact_keys, *self.config.artifact_path_keys)
         found = {k: result[k] for k in keys if isinstance(result.get(k), str) and result[k]}
         self._artifacts.setdefault(trial.trial_id, {}).update(found)
@@ -215,12 +225,16 @@ class MLflowTrackingCallback(Callback):
         if files:
             self._send({"kind": "files", "trial": trial.trial_id, "files": files})
         status = "FAILED" if failed else "FINISHED"
-        self._send({"kind": "end", "trial": trial.trial_id, "status": status})
+        self._send({"kind": "end", "trial": trial.trial_id, "time_ms": _now_ms(), "status": status})
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        if self._writer is not None:
+        if self._own_writer is not None and self._writer is not None:
             writer, self._writer = self._writer, None
             writer.close()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class LoggingCallback(Callback):
@@ -241,7 +255,11 @@ class LoggingCallback(Callback):
 
 
 def tracking_callbacks(
-    config: TrackingConfig | None, *, run_dir: str | Path, search_name: str
+    config: TrackingConfig | None,
+    *,
+    run_dir: str | Path,
+    search_name: str,
+    started_writer: MlflowWriter | None = None,
 ) -> list[Callback]:
     """The callbacks for `tune.RunConfig(callbacks=…)` of a search, each wrapped in
     `SafeCallback` so that tracking failures are warnings.
@@ -250,6 +268,9 @@ def tracking_callbacks(
         config: tracking settings (default: MLflow into `<run_dir>/mlflow.db`).
         run_dir: the search's output folder (store and artifacts go there by default).
         search_name: the experiment name unless `config` sets one; tagged on every run.
+        started_writer: with MLflow, a writer its caller started and closes
+            (`ciq_tune.tracking.background_writer`); default: the callback's own, started at
+            the experiment's start and closed at its end.
 
     Example:
         >>> callbacks = tracking_callbacks(None, run_dir="out", search_name="matmul")
@@ -260,12 +281,10 @@ def tracking_callbacks(
         return []
     if config.backend == "log":
         return [SafeCallback(LoggingCallback())]
-    run_dir = Path(run_dir)
     inner = MLflowTrackingCallback(
-        config.tracking_uri or sqlite_uri(run_dir),
-        experiment_name=config.experiment_name or search_name,
-        artifact_dir=run_dir / ARTIFACTS_DIR,
+        None if started_writer else mlflow_writer(config, run_dir=run_dir, search_name=search_name),
         tags=search_tags(search_name, config.tags),
         config=config,
+        started_writer=started_writer,
     )
     return [SafeCallback(inner)]

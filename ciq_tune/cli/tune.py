@@ -22,6 +22,7 @@ from ciq_tune.cli._registry import register
 from ciq_tune.errors import CiqTuneError
 
 if TYPE_CHECKING:
+    from ciq_tune.tracking import MlflowWriter
     from ciq_tune.validation import SearchValidation
     from ciq_tune.validation import ValidationConfig
     from searchers.benchmark_pool import BenchmarkPool
@@ -145,6 +146,7 @@ VALIDATE_TOP = 3
 
 def _tune(args: argparse.Namespace) -> int:
     from ciq_tune.tracking import TrackingConfig
+    from ciq_tune.tracking import background_writer
     from objectives import load_description
     from objectives import make_search_space
     from objectives import starting_points
@@ -177,17 +179,36 @@ def _tune(args: argparse.Namespace) -> int:
         return tune_matrix_command(args, desc, settings)
     space = make_search_space(desc)
     points = starting_points(desc, space)
+    args.out.mkdir(parents=True, exist_ok=True)
+    # The MLflow writer starts before Ray is imported and started (seconds), which its own
+    # start (importing MLflow, opening the store) overlaps, and finishes its backlog while the
+    # command validates and writes the results; it returns once every record is written.
+    with background_writer(
+        TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=desc.name
+    ) as writer:
+        return _search(args, desc, space, points, settings, writer)
+
+
+def _search(
+    args: argparse.Namespace,
+    desc: Any,
+    space: Any,
+    points: list[Any],
+    settings: ValidationConfig,
+    writer: MlflowWriter | None,
+) -> int:
+    """`tune` of one description once its arguments and files are known to be good."""
     # Ray is imported once the arguments and files are known to be good (it takes seconds).
     import ray
     from ray import tune
 
+    from ciq_tune.tracking import TrackingConfig
     from searchers.interrupt import StopRequested
     from searchers.interrupt import interrupt_tune_run
     from searchers.kernel_search import kernel_trainable
     from searchers.kernel_search import kernel_tuner
     from searchers.tracking import tracking_callbacks
 
-    args.out.mkdir(parents=True, exist_ok=True)
     write_run_settings(args)
     started_ray = ray_init(args.address, args.num_cpus, args.verbose)
     try:
@@ -213,6 +234,7 @@ def _tune(args: argparse.Namespace) -> int:
                             TrackingConfig(backend=args.tracking),
                             run_dir=args.out,
                             search_name=desc.name,
+                            started_writer=writer,
                         ),
                         *progress_callbacks(desc, args.budget, args.quiet),
                         # A Ctrl+C before Tune's loop listens for a stop is handed over here.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -247,3 +248,140 @@ writer.close()
     experiment = client.get_experiment_by_name("direct")
     [run] = client.search_runs([experiment.experiment_id])
     assert (run.info.status, run.data.metrics) == ("FINISHED", {"time_ms": 2.0})
+
+
+def _replay(tmp_path: Path, events: list[dict[str, Any]]) -> tuple[int, str]:
+    """`serve` over events that are all there at once (one batch), into a store in tmp_path."""
+    import io
+    import json
+
+    from ciq_tune.tracking import serve
+
+    replies = io.StringIO()
+    lines = io.StringIO("".join(json.dumps(e) + "\n" for e in events))
+    status = serve(sqlite_uri(tmp_path), "direct", tmp_path / "art", lines, replies)
+    return status, replies.getvalue()
+
+
+def _trial(
+    key: str, start_ms: int, end_ms: int, search: str = "direct", **params: Any
+) -> list[dict[str, Any]]:
+    tags = {"t": key, "ciq_tune.search": search}
+    return [
+        {"kind": "start", "trial": key, "time_ms": start_ms, "name": key, "tags": tags,
+         "params": params},
+        {"kind": "metrics", "trial": key, "time_ms": end_ms - 5, "metrics": {"ms": 2.0}, "step": 1},
+        {"kind": "texts", "trial": key, "texts": {"compile_log": f"log of {key}"}},
+        {"kind": "end", "trial": key, "time_ms": end_ms, "status": "FINISHED"},
+    ]  # fmt: skip
+
+
+def test_a_trial_that_arrives_whole_is_three_mlflow_calls_with_its_own_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow import MlflowClient
+
+    calls: list[str] = []
+    for name in ("create_run", "log_batch", "set_terminated", "log_param", "log_metric"):
+        original = getattr(MlflowClient, name)
+
+        def counted(self: Any, *a: Any, _name: str = name, _f: Any = original, **k: Any) -> Any:
+            calls.append(_name)
+            return _f(self, *a, **k)
+
+        monkeypatch.setattr(MlflowClient, name, counted)
+    events = _trial("t1", 1_700_000_000_000, 1_700_000_003_000, BM=64, flags="-O3")
+    events += _trial("t2", 1_700_000_001_000, 1_700_000_004_000, BM=128)
+    assert _replay(tmp_path, events) == (0, "done\n")
+    # Per trial: create_run (tags, start time), one log_batch, set_terminated (end time).
+    assert sorted(calls) == sorted(["create_run", "log_batch", "set_terminated"] * 2)
+    client = MlflowClient(tracking_uri=sqlite_uri(tmp_path))
+    experiment = client.get_experiment_by_name("direct")
+    assert experiment is not None
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    t1 = runs["t1"]
+    assert (t1.info.start_time, t1.info.end_time) == (1_700_000_000_000, 1_700_000_003_000)
+    assert t1.info.status == "FINISHED"
+    assert t1.data.params == {"BM": "64", "flags": "-O3"}
+    assert t1.data.metrics == {"ms": 2.0}
+    assert t1.data.tags["t"] == "t1"
+    [metric] = client.get_metric_history(t1.info.run_id, "ms")
+    assert metric.timestamp == 1_700_000_002_995
+    assert [a.path for a in client.list_artifacts(t1.info.run_id)] == ["compile_log.txt"]
+    assert runs["t2"].info.end_time == 1_700_000_004_000
+
+
+def test_a_trial_split_over_batches_is_written_whole(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    from ciq_tune import tracking
+
+    uri = sqlite_uri(tmp_path)
+    tracking.prepare_sqlite_store(uri)
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = tracking.ensure_experiment(uri, "split", tmp_path / "art")
+    runs: dict[str, str] = {}
+    # 250 parameters and 1500 metrics: more than one log_batch takes (100 and 1000).
+    params = {f"p{i}": i for i in range(250)}
+    metrics = {f"m{i}": float(i) for i in range(1500)}
+    start = {"kind": "start", "trial": "t", "time_ms": 1000, "name": "t", "tags": {}}
+    batches = [
+        [{**start, "params": params}],
+        [{"kind": "metrics", "trial": "t", "time_ms": 1500, "metrics": metrics, "step": 1}],
+        [{"kind": "end", "trial": "t", "time_ms": 2000, "status": "FAILED"}],
+    ]
+    for batch in batches:  # as a writer that keeps up sees them
+        assert tracking._write_trial(client, experiment_id, runs, "t", batch) == []
+    assert runs == {}  # ended
+    [run] = client.search_runs([experiment_id])
+    assert run.info.status == "FAILED"
+    assert (run.info.start_time, run.info.end_time) == (1000, 2000)
+    assert len(run.data.params) == 250
+    assert len(run.data.metrics) == 1500
+
+
+def test_a_command_interrupted_inside_background_writer_still_writes_every_record(
+    tmp_path: Path,
+) -> None:
+    from ciq_tune.tracking import background_writer
+
+    with (
+        pytest.raises(KeyboardInterrupt),
+        background_writer(TrackingConfig(), run_dir=tmp_path, search_name="cut") as writer,
+    ):
+        assert writer is not None
+        for event in _trial("t1", 1000, 2000, "cut") + _trial("t2", 1500, 2500, "cut"):
+            writer.send(event)
+        raise KeyboardInterrupt  # what Ctrl+C raises in the command
+    runs = trial_runs(sqlite_uri(tmp_path), "cut")
+    assert sorted(runs["run_name"]) == ["t1", "t2"]
+    assert set(runs["status"]) == {"FINISHED"}
+    with background_writer(TrackingConfig(backend="none"), run_dir=tmp_path, search_name="x") as w:
+        assert w is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
+def test_tune_command_returns_with_every_evaluation_in_mlflow_at_the_trials_times(
+    ray_cluster: None, tmp_path: Path
+) -> None:
+    import time
+
+    import pandas as pd
+
+    from ciq_tune.cli import main
+
+    example = Path(__file__).parents[2] / "examples/kernels/ptx/spill.yaml"
+    out = tmp_path / "out"
+    started_ms = time.time() * 1000
+    assert main(["tune", str(example), "--budget", "6", "--num-cpus", "2", "--out", str(out)]) == 0
+    evaluations = pd.read_csv(out / "evaluations.csv")
+    runs = trial_runs(sqlite_uri(out), "spill")
+    assert len(runs) == len(evaluations) == 6
+    assert set(runs["status"]) <= {"FINISHED", "FAILED"}
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=sqlite_uri(out))
+    for run_id in runs["run_id"]:
+        info = client.get_run(run_id).info
+        assert started_ms <= info.start_time <= info.end_time <= time.time() * 1000
