@@ -1,7 +1,21 @@
-"""Issue 12 must-show: what MLflow tracking costs a search's Tune loop.
+"""Issue 12 must-show: what MLflow tracking costs the PTX demo, as the user sees it and on the
+Tune loop.
 
+    python -m bench.tracking_overhead --command [--rounds 5] [--cache warm|cold] [--budget 40]
     python -m bench.tracking_overhead [--budget 40] [--tracking mlflow] [--peer]
 
+`--command` times the user's command, the README's demo (`ciq-tune tune
+examples/kernels/ptx/spill.yaml --budget 40 --num-cpus 2 --out OUT`), with the default
+tracking (MLflow) and with `--tracking none`, in interleaved rounds (the order alternates from
+round to round, so a drift of the shared machine's load falls on both), each in a fresh output
+folder. Per round: the two wall times and their ratio; overall: the median and the geometric
+mean of the ratios, each with a bootstrap 95 % interval (`scipy.stats.bootstrap`), Ray's
+"bottleneck" warnings, and a check that every row of the tracked run's evaluations.csv is a
+FINISHED or FAILED MLflow run when the command has returned. `--cache warm` shares one compile
+cache that a first, untimed command fills; `cold` gives every command an empty one (every
+candidate runs ptxas).
+
+Without `--command`:
 Runs the PTX demo's search (examples/kernels/ptx/spill.yaml, 2 trials at a time on 2 CPUs)
 with `searchers.tracking.tracking_callbacks` into a fresh sqlite store. Each tracking callback
 is wrapped in a timer, so the time the Tune loop spends inside tracking hooks is measured
@@ -20,6 +34,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -153,12 +171,113 @@ def measure(budget: int, backend: str) -> dict[str, Any]:
     }
 
 
+def run_command(tracking: str, budget: int, cache: Path, work: Path) -> dict[str, Any]:
+    """The demo command once, as a user runs it, in a fresh output folder: its wall time, exit
+    status, Ray's "bottleneck" warnings, and (tracked) evaluations.csv rows vs MLflow runs."""
+    out = Path(tempfile.mkdtemp(prefix=f"{tracking}-", dir=work))
+    command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(EXAMPLE), "--budget", str(budget)]
+    command += ["--num-cpus", "2", "--out", str(out), "--tracking", tracking]
+    started = time.perf_counter()
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CIQ_TUNE_CACHE": str(cache)},
+        timeout=900,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr[-2000:]}")
+    row: dict[str, Any] = {
+        "tracking": tracking,
+        "wall_s": round(wall, 2),
+        "bottleneck_warnings": (done.stdout + done.stderr).count("bottleneck"),
+    }
+    if tracking == "mlflow":
+        import pandas as pd
+
+        from ciq_tune.tracking import sqlite_uri
+        from ciq_tune.tracking import trial_runs
+
+        evaluations = len(pd.read_csv(out / "evaluations.csv"))
+        runs = trial_runs(sqlite_uri(out), "spill")
+        ended = int(runs["status"].isin(["FINISHED", "FAILED"]).sum())
+        row["evaluations"], row["mlflow_runs_ended"] = evaluations, ended
+    return row
+
+
+def compare_commands(rounds: int, budget: int, cache_mode: str) -> dict[str, Any]:
+    """Interleaved rounds of the demo with MLflow and without tracking; the median wall ratio
+    with a bootstrap 95 % interval."""
+    import numpy as np
+    from scipy import stats
+
+    work = Path(tempfile.mkdtemp(prefix="ciq-tracking-command-"))
+    shared_cache = work / "cache"
+    if cache_mode == "warm":
+        run_command("none", budget, shared_cache, work)  # fills the cache; not timed
+
+    def cache() -> Path:
+        return shared_cache if cache_mode == "warm" else Path(tempfile.mkdtemp(dir=work))
+
+    pairs = []
+    for index in range(rounds):
+        order = ["mlflow", "none"] if index % 2 == 0 else ["none", "mlflow"]
+        measured = {tracking: run_command(tracking, budget, cache(), work) for tracking in order}
+        pair = {
+            "round": index + 1,
+            "first": order[0],
+            "mlflow_wall_s": measured["mlflow"]["wall_s"],
+            "none_wall_s": measured["none"]["wall_s"],
+            "ratio": round(measured["mlflow"]["wall_s"] / measured["none"]["wall_s"], 3),
+            "bottleneck_warnings": measured["mlflow"]["bottleneck_warnings"],
+            "evaluations": measured["mlflow"]["evaluations"],
+            "mlflow_runs_ended": measured["mlflow"]["mlflow_runs_ended"],
+            "load_1min": round(os.getloadavg()[0], 1),
+        }
+        print(json.dumps(pair), flush=True)
+        pairs.append(pair)
+    ratios = np.array([p["ratio"] for p in pairs])
+
+    def interval(statistic: Any) -> list[float]:
+        found = stats.bootstrap(
+            (ratios,), statistic, confidence_level=0.95, method="percentile", random_state=0
+        ).confidence_interval
+        return [round(float(found.low), 3), round(float(found.high), 3)]
+
+    def geometric_mean(values: Any, axis: int = -1) -> Any:
+        return np.exp(np.mean(np.log(values), axis=axis))
+
+    return {
+        "cache": cache_mode,
+        "rounds": rounds,
+        "median_ratio": round(float(np.median(ratios)), 3),
+        "ratio_95_interval": interval(np.median),
+        # The command run second in a round was the slower one in most rounds, whichever it
+        # was; over an even number of rounds the orders balance in the geometric mean.
+        "geometric_mean_ratio": round(float(geometric_mean(ratios)), 3),
+        "geometric_mean_95_interval": interval(geometric_mean),
+        "ratio_range": [float(ratios.min()), float(ratios.max())],
+        "median_mlflow_wall_s": statistics.median(p["mlflow_wall_s"] for p in pairs),
+        "median_none_wall_s": statistics.median(p["none_wall_s"] for p in pairs),
+        "bottleneck_warnings": sum(p["bottleneck_warnings"] for p in pairs),
+        "records_lost": sum(p["evaluations"] - p["mlflow_runs_ended"] for p in pairs),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=40)
     parser.add_argument("--tracking", choices=["mlflow", "log"], default="mlflow")
     parser.add_argument("--peer", action="store_true", help="also run without tracking")
+    parser.add_argument("--command", action="store_true", help="time the user's command")
+    parser.add_argument("--rounds", type=int, default=5, help="with --command")
+    parser.add_argument("--cache", choices=["warm", "cold"], default="warm", help="with --command")
     args = parser.parse_args()
+    if args.command:
+        print(json.dumps(compare_commands(args.rounds, args.budget, args.cache)), flush=True)
+        return
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         warmup = measure(args.budget, "none") if args.peer else None
