@@ -365,12 +365,12 @@ def serve(
     Events are read in a thread while the loop writes: whatever has arrived, or arrives within
     `BATCH_WINDOW_S` of a batch's first event, is written trial by trial with as few MLflow
     calls as the events allow (`_write_trial`)."""
-    lines: queue.Queue[str | None] = queue.Queue()
+    lines: queue.Queue[tuple[float, str | None]] = queue.Queue()  # (arrival, line; None: end)
 
     def read() -> None:
         for line in events:
-            lines.put(line)
-        lines.put(None)
+            lines.put((time.monotonic(), line))
+        lines.put((time.monotonic(), None))
 
     # Reading starts first so that the sender never blocks on a full pipe while MLflow is
     # imported and the store opened (seconds).
@@ -402,24 +402,20 @@ def serve(
     return 0
 
 
-def _next_batch(lines: queue.Queue[str | None]) -> tuple[list[str], bool]:
-    """The lines that arrive within `BATCH_WINDOW_S` of the next one (waited for), and whether
-    the events have ended."""
+def _next_batch(lines: queue.Queue[tuple[float, str | None]]) -> tuple[list[str], bool]:
+    """The next line (waited for), every line already there, and those that arrive within
+    `BATCH_WINDOW_S` of the next one's arrival (a writer that is behind does not wait), and
+    whether the events have ended."""
     batch: list[str] = []
-    first = lines.get()
-    if first is None:
-        return batch, True
-    batch.append(first)
-    until = time.monotonic() + BATCH_WINDOW_S
-    while (left := until - time.monotonic()) > 0:
-        try:
-            line = lines.get(timeout=left)
-        except queue.Empty:
-            break
-        if line is None:
-            return batch, True
+    arrived, line = lines.get()
+    until = arrived + BATCH_WINDOW_S
+    while line is not None:
         batch.append(line)
-    return batch, False
+        try:
+            _, line = lines.get(timeout=max(0.0, until - time.monotonic()))
+        except queue.Empty:
+            return batch, False
+    return batch, True
 
 
 def _write_trial(

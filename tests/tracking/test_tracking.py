@@ -385,3 +385,25 @@ def test_tune_command_returns_with_every_evaluation_in_mlflow_at_the_trials_time
     for run_id in runs["run_id"]:
         info = client.get_run(run_id).info
         assert started_ms <= info.start_time <= info.end_time <= time.time() * 1000
+
+
+def test_a_writer_that_is_behind_takes_its_backlog_without_waiting_for_the_batch_window() -> None:
+    import queue
+    import threading
+    import time
+
+    from ciq_tune.tracking import BATCH_WINDOW_S
+    from ciq_tune.tracking import _next_batch
+
+    lines: queue.Queue[tuple[float, str | None]] = queue.Queue()
+    old = time.monotonic() - 10 * BATCH_WINDOW_S  # arrived while MLflow was being imported
+    for line in ("a", "b", "c"):
+        lines.put((old, line))
+    started = time.monotonic()
+    assert _next_batch(lines) == (["a", "b", "c"], False)
+    assert time.monotonic() - started < BATCH_WINDOW_S / 2
+    # A fresh event waits for the window's later ones; the end of the events ends the batch.
+    lines.put((time.monotonic(), "d"))
+    threading.Timer(BATCH_WINDOW_S / 4, lambda: lines.put((time.monotonic(), "e"))).start()
+    threading.Timer(BATCH_WINDOW_S / 2, lambda: lines.put((time.monotonic(), None))).start()
+    assert _next_batch(lines) == (["d", "e"], True)
