@@ -42,18 +42,22 @@ from bench.replay import load_problem
 DEFAULT_TUNERS = ("ciq", "random", "optuna_tpe", "optuna_nsga2", "kt_genetic_algorithm")
 
 
-def tuners() -> dict[str, Tuner]:
-    """Every tuner the harness can run, by name."""
-    out = {name: engine_tuner(strategy) for name, strategy in ENGINE_TUNERS.items()}
+def tuners(ciq_config: dict[str, Any] | None = None) -> dict[str, Tuner]:
+    """Every tuner the harness can run, by name; `ciq_config` sets the `ciq` tuner's
+    settings (the default strategy's; its defaults if None)."""
+    out = {
+        name: engine_tuner(strategy, ciq_config if name == "ciq" else None)
+        for name, strategy in ENGINE_TUNERS.items()
+    }
     out.update(PEERS)
     return out
 
 
-def _run_job(job: tuple[str, str, str, int, int]) -> dict[str, Any]:
-    data, dataset, tuner, seed, budget = job
+def _run_job(job: tuple[str, str, str, int, int, dict[str, Any]]) -> dict[str, Any]:
+    data, dataset, tuner, seed, budget, ciq_config = job
     problem = load_problem(data, dataset)
     start = time.perf_counter()
-    replay = tuners()[tuner](problem, budget, seed)
+    replay = tuners(ciq_config)[tuner](problem, budget, seed)
     seconds = time.perf_counter() - start
     return {
         "dataset": dataset,
@@ -177,6 +181,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="NAME=N",
         help="a smaller budget for a slow tuner, e.g. optuna_tpe=400",
     )
+    parser.add_argument(
+        "--ciq-config",
+        default="{}",
+        help="settings of the `ciq` tuner (the default strategy) as JSON, for tuning it, "
+        "e.g. '{\"explore_share\": 0.5}'",
+    )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", required=True, help="JSON file; the table goes beside it (.md)")
     args = parser.parse_args(argv)
@@ -194,6 +204,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
             parser.error(f"--tuner-budget wants NAME=N with a known tuner, got {item!r}")
         budgets[name] = int(value)
     args.budgets = budgets
+    try:
+        args.ciq_config = json.loads(args.ciq_config)
+    except json.JSONDecodeError as exc:
+        parser.error(f"--ciq-config must be a JSON object, got {args.ciq_config!r}: {exc}")
+    if not isinstance(args.ciq_config, dict):
+        parser.error(f"--ciq-config must be a JSON object, got {args.ciq_config!r}")
     return args
 
 
@@ -205,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     jobs = [
-        (args.data, d, t, s, args.budgets.get(t, args.budget))
+        (args.data, d, t, s, args.budgets.get(t, args.budget), args.ciq_config)
         for d in datasets
         for t in args.tuner_names
         for s in range(args.seeds)
@@ -222,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seeds": args.seeds,
         "budget": args.budget,
         "tuner_budgets": args.budgets,
+        "ciq_config": args.ciq_config,
         "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, {args.workers} workers",
         "wall_s": time.perf_counter() - start,

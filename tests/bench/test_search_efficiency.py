@@ -46,3 +46,19 @@ def test_cli_writes_json_and_markdown(small: Problem, tmp_path: Path) -> None:
 def test_cli_rejects_unknown_tuners(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         main(["--tuners", "nope", "--seeds", "1", "--out", str(tmp_path / "x.json")])
+
+
+def test_ciq_config_sets_the_default_strategys_settings(small: Problem, tmp_path: Path) -> None:
+    def run(*extra: str) -> dict:
+        out = tmp_path / f"se{len(extra)}.json"
+        argv = ["--datasets", SMALL, "--tuners", "ciq", "--seeds", "2", "--budget", "40"]
+        assert main([*argv, "--workers", "1", "--out", str(out), *extra]) == 0
+        return json.loads(out.read_text())
+
+    default = run()
+    other = run("--ciq-config", '{"pool_size": 2, "explore_sampling": "maximin"}')
+    assert other["meta"]["ciq_config"] == {"pool_size": 2, "explore_sampling": "maximin"}
+    traces = [s["datasets"][SMALL]["tuners"]["ciq"]["mean_fraction"] for s in (default, other)]
+    assert traces[0] != traces[1]
+    with pytest.raises(SystemExit):
+        main(["--seeds", "1", "--ciq-config", "[1]", "--out", str(tmp_path / "x.json")])
