@@ -34,12 +34,12 @@ from pymoo.operators.crossover.ux import UniformCrossover
 from ciq_tune.engine.config import Budget
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.operators import FeasibilityRepair
-from ciq_tune.engine.operators import LatinHypercubeSampling
 from ciq_tune.engine.operators import ParameterMutation
 from ciq_tune.engine.operators import SpaceProblem
 from ciq_tune.engine.operators import SpaceSampling
 from ciq_tune.engine.operators import rank_tournament
 from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
+from ciq_tune.engine.operators.sampling import initial_sampling
 from ciq_tune.engine.proposals import Candidate
 from ciq_tune.engine.proposals import Origin
 from ciq_tune.engine.proposals import ProposalArchive
@@ -119,11 +119,7 @@ class Engine:
         self.local_move = PatternMove()
         self.repair = FeasibilityRepair(self.mutation)
         self.sampling = SpaceSampling()
-        self.first_sampling = (
-            LatinHypercubeSampling()
-            if config.initial_sampling == "latin_hypercube"
-            else self.sampling
-        )
+        self.first_sampling = initial_sampling(config.initial_sampling)
         self.selection = rank_tournament()
         # Every configuration proposed so far (queued, out or told): duplicates are checked
         # against it, not only against the population.
@@ -414,18 +410,22 @@ class Engine:
         """`n` new, feasible, never-seen children of tournament-selected parents: a binomial
         `local_share` of pattern moves (elitist local search, coarse and fine steps at once),
         the rest recombined and mutated."""
-        n_local = int(self.rng.binomial(n, self.config.local_share))
-        children = Population.merge(
-            self._local_children(n_local), self._children(math.ceil((n - n_local) / 2))
-        )
-        children = self.repair.do(self.problem, children, random_state=self.rng)
         out: list[Candidate] = []
-        for genes in children.get("X")[:n]:
+        for genes in self._bred(n).get("X")[:n]:
             candidate = self._unique_child(tuple(genes))
             if candidate is None:
                 break
             out.append(candidate)
         return out
+
+    def _bred(self, n: int) -> Population:
+        """About `n` feasible children (some may repeat earlier proposals): a binomial
+        `local_share` of pattern moves of the elite, the rest recombined and mutated."""
+        n_local = int(self.rng.binomial(n, self.config.local_share))
+        children = Population.merge(
+            self._local_children(n_local), self._children(math.ceil((n - n_local) / 2))
+        )
+        return self.repair.do(self.problem, children, random_state=self.rng)
 
     def _unique_child(self, genes: Genes) -> Candidate | None:
         """The child itself if unseen, else further mutations of it, else a random candidate."""

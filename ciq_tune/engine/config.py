@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic import ConfigDict
 from pydantic import Field
 from pydantic import model_validator
+
+from ciq_tune.engine.operators.sampling import InitialSampling
 
 
 class Budget(BaseModel):
@@ -57,7 +59,7 @@ class EngineConfig(BaseModel):
     survivors: int | None = Field(default=None, ge=2)
     mutation_prob: float | None = Field(default=None, gt=0, le=1)
     crossover_prob: float = Field(default=0.9, ge=0, le=1)
-    initial_sampling: Literal["latin_hypercube", "random"] = "latin_hypercube"
+    initial_sampling: InitialSampling = "latin_hypercube"
     local_share: float = Field(default=0.5, ge=0, le=1)
     steady_state: bool = False
     min_pass_fraction: float = Field(default=0.25, ge=0, le=1)
@@ -71,3 +73,33 @@ class EngineConfig(BaseModel):
                 f"pool_size={self.pool_size}"
             )
         return self
+
+
+# The GA family's breeding, chosen on battery seeds 100-199 (budgets 25/50) and 100-139
+# (multi_basin, 100-800), checked on seeds 10-29 (docs/benchmarks.md, "Session 6").
+GENETIC_DEFAULTS: dict[str, Any] = {
+    "initial_sampling": "sobol",
+    "preselection": 4,
+    "immigrate_after": 2,
+    "immigrant_share": 0.5,
+}
+
+
+class GeneticConfig(EngineConfig):
+    """Settings of the GA family (`ga`, `nsga2`, `nsga3`) on top of `EngineConfig`; defaults
+    in `GENETIC_DEFAULTS` (a scrambled Sobol' first generation, `engine/genetic.py`).
+
+    Args:
+        preselection: children bred per child evaluated; the kept ones have the highest
+            density ratio l(x)/g(x) of the good and the other evaluations (1: no
+            pre-selection, every bred child is evaluated).
+        immigrate_after: generations without a new best after which immigrants join each
+            generation (None: never).
+        immigrant_share: share of each stagnating generation that is immigrants: random
+            configurations far from everything proposed.
+    """
+
+    initial_sampling: InitialSampling = GENETIC_DEFAULTS["initial_sampling"]
+    preselection: int = Field(default=GENETIC_DEFAULTS["preselection"], ge=1)
+    immigrate_after: int | None = Field(default=GENETIC_DEFAULTS["immigrate_after"], ge=1)
+    immigrant_share: float = Field(default=GENETIC_DEFAULTS["immigrant_share"], ge=0, le=1)

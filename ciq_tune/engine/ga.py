@@ -2,7 +2,8 @@
 
 Binary tournament selection, uniform crossover, per-parameter mutation and constraint repair
 (`engine/operators.py`); survivors are the best of parents and children by fitness
-(pymoo `FitnessSurvival`, as in pymoo's `GA`).
+(pymoo `FitnessSurvival`, as in pymoo's `GA`); offspring pre-selected by a density-ratio
+model, immigrants after stagnation (`engine/genetic.py`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from typing import ClassVar
 
 from pymoo.algorithms.soo.nonconvex.ga import FitnessSurvival
 
-from ciq_tune.engine.base import Engine
+from ciq_tune.engine.config import GENETIC_DEFAULTS
 from ciq_tune.engine.config import EngineConfig
+from ciq_tune.engine.config import GeneticConfig
+from ciq_tune.engine.genetic import GeneticEngine
 from ciq_tune.results import EvaluationRecord
 
 GA_DEFAULTS: dict[str, Any] = {
@@ -21,7 +24,7 @@ GA_DEFAULTS: dict[str, Any] = {
     "survivors": None,
     "mutation_prob": None,
     "crossover_prob": 0.9,
-    "initial_sampling": "latin_hypercube",
+    **GENETIC_DEFAULTS,
     "local_share": 0.5,
     "steady_state": False,
     "min_pass_fraction": 0.25,
@@ -29,11 +32,11 @@ GA_DEFAULTS: dict[str, Any] = {
 }
 
 
-class GAConfig(EngineConfig):
+class GAConfig(GeneticConfig):
     """Settings of `GA` (see `EngineConfig`); defaults in `GA_DEFAULTS`."""
 
 
-class GA(Engine):
+class GA(GeneticEngine):
     """Genetic algorithm for a single objective."""
 
     name: ClassVar[str] = "ga"

@@ -8,33 +8,31 @@ from __future__ import annotations
 
 from typing import Any
 from typing import ClassVar
-from typing import Literal
 
 import numpy as np
 from pydantic import Field
 from pymoo.operators.survival.rank_and_crowding import RankAndCrowding
 
-from ciq_tune.engine.base import Engine
+from ciq_tune.engine.config import GENETIC_DEFAULTS
 from ciq_tune.engine.config import EngineConfig
+from ciq_tune.engine.config import GeneticConfig
+from ciq_tune.engine.genetic import GeneticEngine
 from ciq_tune.results import EvaluationRecord
 
-# Uniform first generations: chosen on battery seeds 0-9, where the Latin hypercube left
-# NSGA-II behind random search in 22 of 48 cells against 14 (docs/benchmarks.md).
 NSGA2_DEFAULTS: dict[str, Any] = {
+    **GENETIC_DEFAULTS,
     "pool_size": 24,
     "crossover_prob": 0.9,
-    "initial_sampling": "random",
 }
 
 
-class NSGA2Config(EngineConfig):
+class NSGA2Config(GeneticConfig):
     """Settings of `NSGA2` (see `EngineConfig`); defaults in `NSGA2_DEFAULTS`."""
 
     pool_size: int = Field(default=NSGA2_DEFAULTS["pool_size"], ge=2)
-    initial_sampling: Literal["latin_hypercube", "random"] = NSGA2_DEFAULTS["initial_sampling"]
 
 
-class NSGA2(Engine):
+class NSGA2(GeneticEngine):
     """NSGA-II: Pareto-based search for two or three objectives."""
 
     name: ClassVar[str] = "nsga2"

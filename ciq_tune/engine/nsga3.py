@@ -10,22 +10,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 from typing import ClassVar
-from typing import Literal
 
 import numpy as np
 from pydantic import Field
 from pymoo.algorithms.moo.nsga3 import ReferenceDirectionSurvival
 from pymoo.util.ref_dirs import get_reference_directions
 
+from ciq_tune.engine.config import GENETIC_DEFAULTS
 from ciq_tune.engine.config import EngineConfig
+from ciq_tune.engine.config import GeneticConfig
 from ciq_tune.engine.nsga2 import NSGA2
 from ciq_tune.errors import EngineError
 from ciq_tune.results import EvaluationRecord
 
-NSGA3_DEFAULTS: dict[str, Any] = {"pool_size": 24, "initial_sampling": "random"}
+NSGA3_DEFAULTS: dict[str, Any] = {**GENETIC_DEFAULTS, "pool_size": 24}
 
 
-class NSGA3Config(EngineConfig):
+class NSGA3Config(GeneticConfig):
     """Settings of `NSGA3` (see `EngineConfig`).
 
     Args:
@@ -34,7 +35,6 @@ class NSGA3Config(EngineConfig):
     """
 
     pool_size: int = Field(default=NSGA3_DEFAULTS["pool_size"], ge=2)
-    initial_sampling: Literal["latin_hypercube", "random"] = NSGA3_DEFAULTS["initial_sampling"]
     ref_dirs: list[list[float]] | None = Field(default=None, min_length=1)
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from typing import ClassVar
-from typing import Literal
 
 from ciq_tune.engine.base import Engine
 from ciq_tune.engine.config import EngineConfig
+from ciq_tune.engine.operators.sampling import InitialSampling
 from ciq_tune.results import EvaluationRecord
 
 
@@ -14,7 +14,7 @@ class RandomConfig(EngineConfig):
     """Settings of `RandomSearch`; only `pool_size` (the batch size) matters. Uniform draws
     throughout, the first generation included (the baseline the battery compares with)."""
 
-    initial_sampling: Literal["latin_hypercube", "random"] = "random"
+    initial_sampling: InitialSampling = "random"
 
 
 class RandomSearch(Engine):

@@ -1,0 +1,128 @@
+"""Breeding of the GA family: offspring pre-selected by a density-ratio model, immigrants
+after stagnation.
+
+Pre-selection (Emmerich et al., "Metamodel-assisted evolution strategies", PPSN 2002; Jin,
+"A comprehensive survey of fitness approximation in evolutionary computation", Soft Computing
+2005, sec. 4.2): each generation breeds `preselection` x `pool_size` children by the
+strategy's own selection, crossover, mutation and pattern moves, and evaluates the
+`pool_size` whose density ratio l(x)/g(x) is highest, l and g being Parzen densities
+(`engine/parzen.py`) of the best `GOOD_SHARE` of the evaluations and of all the others,
+failures included. The survival (fitness, or NSGA-II/III's) is untouched.
+
+Immigrants (random immigrants, Grefenstette 1992, restarted as in IPOP/BIPOP restarts):
+after `immigrate_after` generations without a new best, a binomial `immigrant_share` of each
+generation is random configurations, each the farthest from everything proposed among
+`IMMIGRANT_DRAWS` uniform draws (maximin in unit coordinates), so that a search settled in a
+wide basin keeps sampling the space where a narrow, deeper one may hide.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
+
+from ciq_tune.engine.base import Engine
+from ciq_tune.engine.config import GeneticConfig
+from ciq_tune.engine.parzen import ParzenEstimator
+from ciq_tune.engine.proposals import Candidate
+from ciq_tune.results import EvaluationRecord
+from ciq_tune.space.space import Genes
+
+# Share of the successful evaluations that form the good density l(x), and its cap (Optuna's
+# TPE gamma and its cap of 25).
+GOOD_SHARE = 0.25
+MAX_GOOD = 25
+# Kernel width of ordered parameters at one observation, as a fraction of the range (the
+# `screened` strategy's default).
+BANDWIDTH = 0.2
+# Uniform draws per immigrant; the one farthest from every proposed configuration is kept.
+IMMIGRANT_DRAWS = 32
+
+
+class GeneticEngine(Engine):
+    """`Engine` whose offspring are pre-selected and joined by immigrants after stagnation
+    (see the module docstring); the strategies set their selection ranks and survival."""
+
+    def _offspring(self, n: int) -> list[Candidate]:
+        config: GeneticConfig = self.config  # type: ignore[assignment]
+        n_immigrants = 0
+        if config.immigrate_after is not None and self._stagnant >= config.immigrate_after:
+            n_immigrants = int(self.rng.binomial(n, config.immigrant_share))
+        out = self._immigrants(n_immigrants)
+        if config.preselection > 1:
+            out += self._preselected(n - len(out), config.preselection)
+        return out + super()._offspring(n - len(out))
+
+    def _preselected(self, n: int, factor: int) -> list[Candidate]:
+        """Up to `n` new children, the best by density ratio of `factor` x `n` bred ones."""
+        good, other = self._split()
+        if n <= 0 or not good:
+            return []
+        pool = self.proposals.new_genes([tuple(x) for x in self._bred(n * factor).get("X")])
+        if not pool:
+            return []
+        model = self._model()
+        X = model.features(pool)
+        G = model.features([r.genes for r in good], [r.key for r in good])
+        B = model.features([r.genes for r in other], [r.key for r in other])
+        ratio = model.log_density(X, G) - model.log_density(X, B)
+        out: list[Candidate] = []
+        for i in np.argsort(-ratio, kind="stable")[:n]:
+            candidate = self._make_candidate(pool[int(i)], "offspring")
+            if candidate is not None:
+                out.append(candidate)
+        return out
+
+    def _split(self) -> tuple[list[EvaluationRecord], list[EvaluationRecord]]:
+        """The good evaluations (best `GOOD_SHARE` of the successes by non-dominated rank, at
+        most `MAX_GOOD`) and all the others, failures included."""
+        ok = [r for r in self._records if r.ok]
+        if not ok:
+            return [], list(self._records)
+        F = np.array([r.minimised(self.objectives) for r in ok])
+        if len(self.objectives) == 1:
+            order = [int(i) for i in np.argsort(F[:, 0], kind="stable")]
+        else:
+            order = [int(i) for front in NonDominatedSorting().do(F) for i in front]
+        n_good = min(max(1, math.ceil(GOOD_SHARE * len(ok))), MAX_GOOD)
+        good_ids = {ok[i].candidate_id for i in order[:n_good]}
+        good = [ok[i] for i in order[:n_good]]
+        return good, [r for r in self._records if r.candidate_id not in good_ids]
+
+    def _model(self) -> ParzenEstimator:
+        if getattr(self, "_parzen", None) is None:
+            self._parzen = ParzenEstimator(self.space, bandwidth=BANDWIDTH, multivariate=True)
+        return self._parzen
+
+    def _immigrants(self, n: int) -> list[Candidate]:
+        """`n` random configurations, each the farthest from everything proposed of
+        `IMMIGRANT_DRAWS` uniform draws."""
+        out: list[Candidate] = []
+        if n <= 0:
+            return out
+        seen = np.array([self._unit(g) for g in self._proposed_genes()])
+        for _ in range(n):
+            draws = self.proposals.new_genes(
+                [self.space.sample_genes(self.rng) for _ in range(IMMIGRANT_DRAWS)]
+            )
+            if not draws:
+                break
+            D = np.array([self._unit(g) for g in draws])
+            gap = np.min(np.linalg.norm(D[:, None, :] - seen[None, :, :], axis=2), axis=1)
+            best = draws[int(np.argmax(gap))]
+            candidate = self._make_candidate(best, "random")
+            if candidate is None:
+                break
+            out.append(candidate)
+            seen = np.vstack([seen, self._unit(best)])
+        return out
+
+    def _proposed_genes(self) -> list[Genes]:
+        return [r.genes for r in self._records] + [
+            c.genes for c in [*self._queue, *self._pending.values()]
+        ]
+
+    def _unit(self, genes: Genes) -> np.ndarray:
+        return np.array([p.to_unit(g) for p, g in zip(self.space.params, genes, strict=True)])
