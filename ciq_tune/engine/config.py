@@ -80,6 +80,7 @@ class EngineConfig(BaseModel):
 GENETIC_DEFAULTS: dict[str, Any] = {
     "initial_sampling": "sobol",
     "preselection": 4,
+    "preselected_generations": 2,
     "immigrate_after": 2,
     "immigrant_share": 0.5,
 }
@@ -93,6 +94,10 @@ class GeneticConfig(EngineConfig):
         preselection: children bred per child evaluated; the kept ones have the highest
             density ratio l(x)/g(x) of the good and the other evaluations (1: no
             pre-selection, every bred child is evaluated).
+        preselected_generations: the bred generations that are pre-selected (the first
+            ones, None for all). Later ones are not: once the population has converged
+            below the model's kernel width, the ratio prefers children away from the crowd
+            of evaluations, not better ones, and the search stalls.
         immigrate_after: generations without a new best after which immigrants join each
             generation (None: never).
         immigrant_share: share of each stagnating generation that is immigrants: random
@@ -101,5 +106,8 @@ class GeneticConfig(EngineConfig):
 
     initial_sampling: InitialSampling = GENETIC_DEFAULTS["initial_sampling"]
     preselection: int = Field(default=GENETIC_DEFAULTS["preselection"], ge=1)
+    preselected_generations: int | None = Field(
+        default=GENETIC_DEFAULTS["preselected_generations"], ge=1
+    )
     immigrate_after: int | None = Field(default=GENETIC_DEFAULTS["immigrate_after"], ge=1)
     immigrant_share: float = Field(default=GENETIC_DEFAULTS["immigrant_share"], ge=0, le=1)

@@ -7,7 +7,11 @@ Pre-selection (Emmerich et al., "Metamodel-assisted evolution strategies", PPSN 
 strategy's own selection, crossover, mutation and pattern moves, and evaluates the
 `pool_size` whose density ratio l(x)/g(x) is highest, l and g being Parzen densities
 (`engine/parzen.py`) of the best `GOOD_SHARE` of the evaluations and of all the others,
-failures included. The survival (fitness, or NSGA-II/III's) is untouched.
+failures included. Only the first `preselected_generations` bred generations are
+pre-selected: that is where a GA's children are otherwise no better than random draws, and
+later the model's kernels are wider than the population, so the ratio would favour children
+away from the crowd of evaluations over better ones (on a 1000 x 1000 bowl the search stalled
+from 100 to 800 evaluations). The survival (fitness, or NSGA-II/III's) is untouched.
 
 Immigrants (random immigrants, Grefenstette 1992, restarted as in IPOP/BIPOP restarts):
 after `immigrate_after` generations without a new best, a binomial `immigrant_share` of each
@@ -51,7 +55,8 @@ class GeneticEngine(Engine):
         if config.immigrate_after is not None and self._stagnant >= config.immigrate_after:
             n_immigrants = int(self.rng.binomial(n, config.immigrant_share))
         out = self._immigrants(n_immigrants)
-        if config.preselection > 1:
+        last = config.preselected_generations
+        if config.preselection > 1 and (last is None or self.generation <= last):
             out += self._preselected(n - len(out), config.preselection)
         return out + super()._offspring(n - len(out))
 
