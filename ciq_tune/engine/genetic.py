@@ -1,11 +1,11 @@
 """Breeding of the GA family: offspring pre-selected by a density-ratio model, immigrants
 after stagnation.
 
-Pre-selection (Emmerich et al., "Metamodel-assisted evolution strategies", PPSN 2002; Jin,
-"A comprehensive survey of fitness approximation in evolutionary computation", Soft Computing
-2005, sec. 4.2): each generation breeds `preselection` x `pool_size` children by the
-strategy's own selection, crossover, mutation and pattern moves, and evaluates the
-`pool_size` whose density ratio l(x)/g(x) is highest, l and g being Parzen densities
+Pre-selection (Emmerich et al., "Metamodel-assisted evolution strategies", PPSN 2002, and
+IEEE TEC 2006; Jin, "A comprehensive survey of fitness approximation in evolutionary
+computation", Soft Computing 2005): each generation breeds `preselection` x `pool_size`
+children by the strategy's own selection, crossover, mutation and pattern moves, and
+evaluates the `pool_size` whose density ratio l(x)/g(x) is highest, l and g being Parzen densities
 (`engine/parzen.py`) of the best `GOOD_SHARE` of the evaluations and of all the others,
 failures included. Only the first `preselected_generations` bred generations are
 pre-selected: that is where a GA's children are otherwise no better than random draws, and
@@ -13,7 +13,7 @@ later the model's kernels are wider than the population, so the ratio would favo
 away from the crowd of evaluations over better ones (on a 1000 x 1000 bowl the search stalled
 from 100 to 800 evaluations). The survival (fitness, or NSGA-II/III's) is untouched.
 
-Immigrants (random immigrants, Grefenstette 1992, restarted as in IPOP/BIPOP restarts):
+Immigrants (Grefenstette's random immigrants, 1992; a partial restart from stagnation):
 after `immigrate_after` generations without a new best, a binomial `immigrant_share` of each
 generation is random configurations, each the farthest from everything proposed among
 `IMMIGRANT_DRAWS` uniform draws (maximin in unit coordinates), so that a search settled in a
@@ -29,10 +29,10 @@ from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
 from ciq_tune.engine.base import Engine
 from ciq_tune.engine.config import GeneticConfig
+from ciq_tune.engine.features import UnitFeatures
 from ciq_tune.engine.parzen import ParzenEstimator
 from ciq_tune.engine.proposals import Candidate
 from ciq_tune.results import EvaluationRecord
-from ciq_tune.space.space import Genes
 
 # Share of the successful evaluations that form the good density l(x), and its cap (Optuna's
 # TPE gamma and its cap of 25).
@@ -62,16 +62,16 @@ class GeneticEngine(Engine):
 
     def _preselected(self, n: int, factor: int) -> list[Candidate]:
         """Up to `n` new children, the best by density ratio of `factor` x `n` bred ones."""
-        good, other = self._split()
+        good, other = self._good_and_other()
         if n <= 0 or not good:
             return []
         pool = self.proposals.new_genes([tuple(x) for x in self._bred(n * factor).get("X")])
         if not pool:
             return []
-        model = self._model()
-        X = model.features(pool)
-        G = model.features([r.genes for r in good], [r.key for r in good])
-        B = model.features([r.genes for r in other], [r.key for r in other])
+        model, features = self._ratio_model()
+        X = features(pool)
+        G = features([r.genes for r in good], [r.key for r in good])
+        B = features([r.genes for r in other], [r.key for r in other])
         ratio = model.log_density(X, G) - model.log_density(X, B)
         out: list[Candidate] = []
         for i in np.argsort(-ratio, kind="stable")[:n]:
@@ -80,7 +80,7 @@ class GeneticEngine(Engine):
                 out.append(candidate)
         return out
 
-    def _split(self) -> tuple[list[EvaluationRecord], list[EvaluationRecord]]:
+    def _good_and_other(self) -> tuple[list[EvaluationRecord], list[EvaluationRecord]]:
         """The good evaluations (best `GOOD_SHARE` of the successes by non-dominated rank, at
         most `MAX_GOOD`) and all the others, failures included."""
         ok = [r for r in self._records if r.ok]
@@ -96,10 +96,11 @@ class GeneticEngine(Engine):
         good = [ok[i] for i in order[:n_good]]
         return good, [r for r in self._records if r.candidate_id not in good_ids]
 
-    def _model(self) -> ParzenEstimator:
-        if getattr(self, "_parzen", None) is None:
-            self._parzen = ParzenEstimator(self.space, bandwidth=BANDWIDTH, multivariate=True)
-        return self._parzen
+    def _ratio_model(self) -> tuple[ParzenEstimator, UnitFeatures]:
+        if getattr(self, "_ratio_parzen", None) is None:
+            self._ratio_parzen = ParzenEstimator(self.space, bandwidth=BANDWIDTH, multivariate=True)
+            self._unit_features = UnitFeatures(self.space)
+        return self._ratio_parzen, self._unit_features
 
     def _immigrants(self, n: int) -> list[Candidate]:
         """`n` random configurations, each the farthest from everything proposed of
@@ -107,27 +108,23 @@ class GeneticEngine(Engine):
         out: list[Candidate] = []
         if n <= 0:
             return out
-        seen = np.array([self._unit(g) for g in self._proposed_genes()])
+        _, features = self._ratio_model()
+        proposed = [(r.genes, r.key) for r in self._records]
+        proposed += [(c.genes, c.key) for c in [*self._queue, *self._pending.values()]]
+        # Absent parameters (knocked out, inactive) sit at -1, away from every present value.
+        seen = np.nan_to_num(features([g for g, _ in proposed], [k for _, k in proposed]), nan=-1)
         for _ in range(n):
             draws = self.proposals.new_genes(
                 [self.space.sample_genes(self.rng) for _ in range(IMMIGRANT_DRAWS)]
             )
             if not draws:
                 break
-            D = np.array([self._unit(g) for g in draws])
+            D = np.nan_to_num(features(draws), nan=-1)
             gap = np.min(np.linalg.norm(D[:, None, :] - seen[None, :, :], axis=2), axis=1)
-            best = draws[int(np.argmax(gap))]
-            candidate = self._make_candidate(best, "random")
+            best = int(np.argmax(gap))
+            candidate = self._make_candidate(draws[best], "random")
             if candidate is None:
                 break
             out.append(candidate)
-            seen = np.vstack([seen, self._unit(best)])
+            seen = np.vstack([seen, D[best]])
         return out
-
-    def _proposed_genes(self) -> list[Genes]:
-        return [r.genes for r in self._records] + [
-            c.genes for c in [*self._queue, *self._pending.values()]
-        ]
-
-    def _unit(self, genes: Genes) -> np.ndarray:
-        return np.array([p.to_unit(g) for p, g in zip(self.space.params, genes, strict=True)])
