@@ -22,6 +22,10 @@ resolved to one step in about seven halvings).
 After `explore_after` generations without a new best, a binomial `explore_share` of each
 generation is evaluated unscreened: the model only passes candidates near the basin it
 believes in, and only unscreened evaluations can find another one (restart from stagnation).
+In a space with a wide parameter the share is `wide_explore_share` and each such candidate is
+the farthest of `FAR_DRAWS` uniform draws from everything proposed (maximin): the polishing
+settles in the basin it started in, and a maximin design covers the plane faster than
+uniform draws, which cluster.
 """
 
 from __future__ import annotations
@@ -65,7 +69,8 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "polish_share": 0.5,
     "explore_after": 8,
     "explore_share": 0.25,
-    "explore_sampling": "uniform",
+    "wide_explore_share": 0.5,
+    "explore_sampling": "auto",
 }
 
 
@@ -86,8 +91,11 @@ class ScreenedGAConfig(EngineConfig):
         explore_after: generations without a new best after which part of each generation is
             evaluated unscreened.
         explore_share: share of each generation drawn unscreened while stagnating.
-        explore_sampling: how those are drawn: uniformly, or each the farthest of
-            `FAR_DRAWS` uniform draws from everything proposed (maximin).
+        wide_explore_share: the same share in a space with a wide parameter, where the
+            polishing settles in the basin it started in and only coverage finds another.
+        explore_sampling: how those are drawn: uniformly, each the farthest of `FAR_DRAWS`
+            uniform draws from everything proposed (maximin), or "auto": maximin in a space
+            with a wide parameter, uniform otherwise.
     """
 
     pool_size: int = Field(default=SCREENED_DEFAULTS["pool_size"], ge=2)
@@ -101,7 +109,8 @@ class ScreenedGAConfig(EngineConfig):
     polish_share: float = Field(default=SCREENED_DEFAULTS["polish_share"], ge=0, le=1)
     explore_after: int = Field(default=SCREENED_DEFAULTS["explore_after"], ge=1)
     explore_share: float = Field(default=SCREENED_DEFAULTS["explore_share"], ge=0, le=1)
-    explore_sampling: Literal["uniform", "maximin"] = SCREENED_DEFAULTS["explore_sampling"]
+    wide_explore_share: float = Field(default=SCREENED_DEFAULTS["wide_explore_share"], ge=0, le=1)
+    explore_sampling: Literal["uniform", "maximin", "auto"] = SCREENED_DEFAULTS["explore_sampling"]
 
 
 class ScreenedGA(GA):
@@ -135,10 +144,11 @@ class ScreenedGA(GA):
     def _offspring(self, n: int) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         explore = 0
-        if self._stagnant >= config.explore_after:
-            # Binomial, so a steady-state request for one candidate explores at the same rate.
-            explore = int(self.rng.binomial(n, config.explore_share))
         wide = any(p.cardinality() > WIDE_VALUES for p in self.space.params)
+        if self._stagnant >= config.explore_after:
+            rate = config.wide_explore_share if wide else config.explore_share
+            # Binomial, so a steady-state request for one candidate explores at the same rate.
+            explore = int(self.rng.binomial(n, rate))
         share = config.polish_share * (n - explore) if wide else 0.0
         n_polish = int(share) + int(self.rng.random() < share - int(share))
         # Polishing moves are not screened: near the optimum the model's kernels are wider than
@@ -146,7 +156,8 @@ class ScreenedGA(GA):
         out = [c for g in self._polish(n_polish) if (c := self._make_candidate(g, "offspring"))]
         n_screened = n - explore - len(out)
         out += self._screened(self._draw(n_screened * config.screen_factor), n_screened)
-        if config.explore_sampling == "maximin":
+        sampling = config.explore_sampling
+        if sampling == "maximin" or (sampling == "auto" and wide):
             out += self._far_candidates(n - len(out))
         return out + self._random_candidates(n - len(out))
 

@@ -29,11 +29,11 @@ def _origins(config: dict[str, Any], objective: Any, evaluations: int) -> list[s
 
 def test_a_stagnating_search_evaluates_unscreened_candidates() -> None:
     settings = {"pool_size": 4, "explore_after": 2}
-    flat = _origins({**settings, "explore_share": 1.0}, lambda c: 1.0, 40)
+    flat = _origins({**settings, "wide_explore_share": 1.0}, lambda c: 1.0, 40)
     # Generations 0-2 (12 evaluations) precede the stagnation; after it, all are unscreened.
     assert flat[:4] == ["random"] * 4
     assert flat[16:] == ["random"] * 24
-    never = _origins({**settings, "explore_share": 0.0}, lambda c: 1.0, 40)
+    never = _origins({**settings, "wide_explore_share": 0.0}, lambda c: 1.0, 40)
     assert "random" not in never[4:]
 
 
@@ -43,7 +43,7 @@ def test_maximin_exploration_covers_the_range_more_evenly_than_uniform_draws() -
             "screened",
             LINE,
             [Objective(name="score", mode="min")],
-            config={"explore_after": 1, "explore_share": 1.0, "explore_sampling": sampling},
+            config={"explore_after": 1, "wide_explore_share": 1.0, "explore_sampling": sampling},
             budget=Budget(max_evaluations=40),
             seed=seed,
         )
@@ -54,3 +54,25 @@ def test_maximin_exploration_covers_the_range_more_evenly_than_uniform_draws() -
     for seed in range(3):
         # 40 points on 400 values: an even design leaves gaps of about 10.
         assert largest_gap("maximin", seed) < 0.6 * largest_gap("uniform", seed)
+
+
+def test_short_list_spaces_explore_uniformly_by_default() -> None:
+    short = {
+        "a": ss.ordinal([1, 2, 4, 8, 16]),
+        "b": ss.choice(["p", "q", "r"]),
+        "c": ss.range(0, 9),
+    }
+
+    def keys(config: dict[str, Any]) -> list[str]:
+        engine = create_engine(
+            "screened",
+            short,
+            [Objective(name="score", mode="min")],
+            config={"explore_after": 1, **config},
+            budget=Budget(max_evaluations=60),
+            seed=2,
+        )
+        return drive(engine, lambda c: {"score": 1.0})
+
+    assert keys({}) == keys({"explore_sampling": "uniform"})
+    assert keys({}) != keys({"explore_sampling": "maximin"})
