@@ -33,6 +33,7 @@ from pymoo.operators.crossover.ux import UniformCrossover
 
 from ciq_tune.engine.config import Budget
 from ciq_tune.engine.config import EngineConfig
+from ciq_tune.engine.features import UnitFeatures
 from ciq_tune.engine.operators import FeasibilityRepair
 from ciq_tune.engine.operators import ParameterMutation
 from ciq_tune.engine.operators import SpaceProblem
@@ -62,6 +63,8 @@ UNIQUE_CHILD_TRIES = 30
 # Random draws tried for an unseen candidate before enumerating the rest of a finite space.
 UNIQUE_RANDOM_TRIES = 200
 
+# Uniform draws per maximin candidate; the one farthest from everything proposed is kept.
+MAXIMIN_DRAWS = 32
 DEFAULT_GENERATIONS = 10
 # Pattern-move children start from this best share of the population (elitist local search).
 ELITE_SHARE = 0.25
@@ -472,6 +475,35 @@ class Engine:
     def _make_candidate(self, genes: Genes, origin: Origin) -> Candidate | None:
         """A new candidate, or None if its configuration was already proposed."""
         return self.proposals.candidate(genes, origin, self.generation)
+
+    def _maximin_candidates(self, n: int, features: UnitFeatures) -> list[Candidate]:
+        """`n` new random candidates, each the farthest (in `features`' unit coordinates) from
+        every configuration proposed so far, of `MAXIMIN_DRAWS` uniform draws: a greedy
+        maximin design, which covers a plane faster than uniform draws, which cluster (Johnson
+        et al., J. Stat. Plan. Inf. 1990). Exploration of `screened` and the GA family's
+        immigrants after stagnation."""
+        out: list[Candidate] = []
+        if n <= 0:
+            return out
+        proposed = [(r.genes, r.key) for r in self._records]
+        proposed += [(c.genes, c.key) for c in [*self._pending.values(), *self._queue]]
+        # Absent parameters (knocked out, inactive) sit at -1, away from every present value.
+        taken = np.nan_to_num(features([g for g, _ in proposed], [k for _, k in proposed]), nan=-1)
+        for _ in range(n):
+            draws = self.proposals.new_genes(
+                [self.space.sample_genes(self.rng) for _ in range(MAXIMIN_DRAWS)]
+            )
+            if not draws:
+                break
+            X = np.nan_to_num(features(draws), nan=-1)
+            gaps = np.min(np.linalg.norm(X[:, None, :] - taken[None, :, :], axis=2), axis=1)
+            best = int(np.argmax(gaps))
+            candidate = self._make_candidate(draws[best], "random")
+            if candidate is None:
+                break
+            out.append(candidate)
+            taken = np.vstack([taken, X[best]])
+        return out
 
     def _children(self, n_matings: int) -> Population:
         """Mutated uniform-crossover children of tournament-selected survivors (2 per mating;

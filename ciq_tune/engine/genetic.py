@@ -16,7 +16,7 @@ from 100 to 800 evaluations). The survival (fitness, or NSGA-II/III's) is untouc
 Immigrants (Grefenstette's random immigrants, 1992; a partial restart from stagnation):
 after `immigrate_after` generations without a new best, a binomial `immigrant_share` of each
 generation is random configurations, each the farthest from everything proposed among
-`IMMIGRANT_DRAWS` uniform draws (maximin in unit coordinates), so that a search settled in a
+`MAXIMIN_DRAWS` uniform draws (maximin in unit coordinates), so that a search settled in a
 wide basin keeps sampling the space where a narrow, deeper one may hide.
 """
 
@@ -41,8 +41,6 @@ MAX_GOOD = 25
 # Kernel width of ordered parameters at one observation, as a fraction of the range (the
 # `screened` strategy's default).
 BANDWIDTH = 0.2
-# Uniform draws per immigrant; the one farthest from every proposed configuration is kept.
-IMMIGRANT_DRAWS = 32
 
 
 class GeneticEngine(Engine):
@@ -103,28 +101,5 @@ class GeneticEngine(Engine):
         return self._ratio_parzen, self._unit_features
 
     def _immigrants(self, n: int) -> list[Candidate]:
-        """`n` random configurations, each the farthest from everything proposed of
-        `IMMIGRANT_DRAWS` uniform draws."""
-        out: list[Candidate] = []
-        if n <= 0:
-            return out
-        _, features = self._ratio_model()
-        proposed = [(r.genes, r.key) for r in self._records]
-        proposed += [(c.genes, c.key) for c in [*self._queue, *self._pending.values()]]
-        # Absent parameters (knocked out, inactive) sit at -1, away from every present value.
-        seen = np.nan_to_num(features([g for g, _ in proposed], [k for _, k in proposed]), nan=-1)
-        for _ in range(n):
-            draws = self.proposals.new_genes(
-                [self.space.sample_genes(self.rng) for _ in range(IMMIGRANT_DRAWS)]
-            )
-            if not draws:
-                break
-            D = np.nan_to_num(features(draws), nan=-1)
-            gap = np.min(np.linalg.norm(D[:, None, :] - seen[None, :, :], axis=2), axis=1)
-            best = int(np.argmax(gap))
-            candidate = self._make_candidate(draws[best], "random")
-            if candidate is None:
-                break
-            out.append(candidate)
-            seen = np.vstack([seen, D[best]])
-        return out
+        """`n` random configurations far from everything proposed (`_maximin_candidates`)."""
+        return self._maximin_candidates(n, self._ratio_model()[1])

@@ -23,7 +23,7 @@ After `explore_after` generations without a new best, a binomial `explore_share`
 generation is evaluated unscreened: the model only passes candidates near the basin it
 believes in, and only unscreened evaluations can find another one (restart from stagnation).
 In a space with a wide parameter the share is `wide_explore_share` and each such candidate is
-the farthest of `FAR_DRAWS` uniform draws from everything proposed (maximin): the polishing
+the farthest of `MAXIMIN_DRAWS` uniform draws from everything proposed (maximin): the polishing
 settles in the basin it started in, and a maximin design covers the plane faster than
 uniform draws, which cluster.
 """
@@ -54,8 +54,6 @@ from ciq_tune.space.space import Genes
 # narrower than the model's kernels, so spaces with one are polished (short lists are not: on
 # the recorded kernel spaces polishing costs evaluations the model spends better).
 WIDE_VALUES = 32
-# Uniform draws per maximin exploration candidate (the farthest from everything proposed wins).
-FAR_DRAWS = 32
 
 SCREENED_DEFAULTS: dict[str, Any] = {
     "pool_size": 4,
@@ -93,7 +91,7 @@ class ScreenedGAConfig(EngineConfig):
         explore_share: share of each generation drawn unscreened while stagnating.
         wide_explore_share: the same share in a space with a wide parameter, where the
             polishing settles in the basin it started in and only coverage finds another.
-        explore_sampling: how those are drawn: uniformly, each the farthest of `FAR_DRAWS`
+        explore_sampling: how those are drawn: uniformly, each the farthest of `MAXIMIN_DRAWS`
             uniform draws from everything proposed (maximin), or "auto": maximin in a space
             with a wide parameter, uniform otherwise.
     """
@@ -158,37 +156,9 @@ class ScreenedGA(GA):
         out += self._screened(self._draw(n_screened * config.screen_factor), n_screened)
         sampling = config.explore_sampling
         if sampling == "maximin" or (sampling == "auto" and wide):
-            out += self._far_candidates(n - len(out))
+            self._model()
+            out += self._maximin_candidates(n - len(out), self._features)
         return out + self._random_candidates(n - len(out))
-
-    def _far_candidates(self, n: int) -> list[Candidate]:
-        """`n` new candidates, each the farthest (in unit coordinates) from every configuration
-        proposed so far of `FAR_DRAWS` uniform draws (greedy maximin design: it covers a plane
-        faster than uniform draws, which cluster; Johnson et al., J. Stat. Plan. Inf. 1990)."""
-        if n <= 0:
-            return []
-        self._model()
-        proposed = [(r.genes, r.key) for r in self._records]
-        proposed += [(c.genes, c.key) for c in [*self._pending.values(), *self._queue]]
-        taken = np.nan_to_num(
-            self._features([g for g, _ in proposed], [k for _, k in proposed]), nan=-1.0
-        )
-        out: list[Candidate] = []
-        for _ in range(n):
-            draws = self.proposals.new_genes(
-                [self.space.sample_genes(self.rng) for _ in range(FAR_DRAWS)]
-            )
-            if not draws:
-                break
-            X = np.nan_to_num(self._features(draws), nan=-1.0)
-            gaps = np.min(np.linalg.norm(X[:, None, :] - taken[None, :, :], axis=2), axis=1)
-            best = int(np.argmax(gaps))
-            candidate = self._make_candidate(draws[best], "random")
-            if candidate is None:
-                break
-            out.append(candidate)
-            taken = np.vstack([taken, X[best]])
-        return out
 
     def _screened(self, pool: list[Genes], n: int) -> list[Candidate]:
         """The `n` candidates of `pool` with the highest density ratio."""
