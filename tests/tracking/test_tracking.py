@@ -407,3 +407,26 @@ def test_a_writer_that_is_behind_takes_its_backlog_without_waiting_for_the_batch
     threading.Timer(BATCH_WINDOW_S / 4, lambda: lines.put((time.monotonic(), "e"))).start()
     threading.Timer(BATCH_WINDOW_S / 2, lambda: lines.put((time.monotonic(), None))).start()
     assert _next_batch(lines) == (["d", "e"], True)
+
+
+def test_the_writer_runs_at_the_lowest_priority_without_mlflow_telemetry_unless_asked(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    from ciq_tune.tracking import WRITER_NICENESS
+    from ciq_tune.tracking import MlflowWriter
+    from ciq_tune.tracking import writer_environment
+
+    assert writer_environment({})["MLFLOW_DISABLE_TELEMETRY"] == "true"
+    for chosen in ({"MLFLOW_DISABLE_TELEMETRY": "false"}, {"DO_NOT_TRACK": "0"}):
+        assert writer_environment(chosen) == chosen
+    writer = MlflowWriter(sqlite_uri(tmp_path), "nice", tmp_path / "art")
+    writer.start()
+    try:
+        assert writer.pid is not None
+        assert os.getpriority(os.PRIO_PROCESS, writer.pid) == WRITER_NICENESS
+        entries = Path(f"/proc/{writer.pid}/environ").read_bytes().decode().split("\0")
+        assert dict(e.split("=", 1) for e in entries if e) == writer_environment(os.environ)
+    finally:
+        writer.close()
