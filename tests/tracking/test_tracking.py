@@ -410,9 +410,10 @@ def test_a_writer_that_is_behind_takes_its_backlog_without_waiting_for_the_batch
 
 
 def test_the_writer_runs_at_the_lowest_priority_without_mlflow_telemetry_unless_asked(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import os
+    import subprocess
 
     from ciq_tune.tracking import WRITER_NICENESS
     from ciq_tune.tracking import MlflowWriter
@@ -421,12 +422,20 @@ def test_the_writer_runs_at_the_lowest_priority_without_mlflow_telemetry_unless_
     assert writer_environment({})["MLFLOW_DISABLE_TELEMETRY"] == "true"
     for chosen in ({"MLFLOW_DISABLE_TELEMETRY": "false"}, {"DO_NOT_TRACK": "0"}):
         assert writer_environment(chosen) == chosen
+    # What the writer is started with (reading /proc/PID/environ races its exec).
+    given: list[dict[str, str]] = []
+    popen = subprocess.Popen
+
+    def recording_popen(*args: Any, **kwargs: Any) -> subprocess.Popen[str]:
+        given.append(kwargs["env"])
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
     writer = MlflowWriter(sqlite_uri(tmp_path), "nice", tmp_path / "art")
     writer.start()
     try:
+        assert given == [writer_environment(os.environ)]
         assert writer.pid is not None
         assert os.getpriority(os.PRIO_PROCESS, writer.pid) == WRITER_NICENESS
-        entries = Path(f"/proc/{writer.pid}/environ").read_bytes().decode().split("\0")
-        assert dict(e.split("=", 1) for e in entries if e) == writer_environment(os.environ)
     finally:
         writer.close()
