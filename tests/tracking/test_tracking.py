@@ -437,5 +437,9 @@ def test_the_writer_runs_at_the_lowest_priority_without_mlflow_telemetry_unless_
         assert given == [writer_environment(os.environ)]
         assert writer.pid is not None
         assert os.getpriority(os.PRIO_PROCESS, writer.pid) == WRITER_NICENESS
+        autogroup = Path(f"/proc/{writer.pid}/autogroup")
+        # Linux: the writer's session is a scheduling group of its own.
+        if autogroup.exists() and os.access(autogroup, os.W_OK):
+            assert autogroup.read_text().split()[-1] == str(WRITER_NICENESS)
     finally:
         writer.close()
