@@ -117,6 +117,26 @@ def prepare_sqlite_store(tracking_uri: str) -> None:
         connection.execute("PRAGMA journal_mode=WAL")
 
 
+def sync_sqlite_at_checkpoints() -> None:
+    """Make every sqlite connection this process opens from now on sync to disk at WAL
+    checkpoints only (`PRAGMA synchronous=NORMAL`), not at each of MLflow's ~6 commits per
+    trial, whose syncs also stall the search's own file writes. A crash of the process loses
+    nothing; a power cut may lose the last commits, which evaluations.csv also holds. Called in
+    the writer process only: it applies process-wide."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    if not event.contains(Engine, "connect", _sync_at_checkpoints):
+        event.listen(Engine, "connect", _sync_at_checkpoints)
+
+
+def _sync_at_checkpoints(connection: Any, _record: Any) -> None:
+    import sqlite3
+
+    if isinstance(connection, sqlite3.Connection):
+        connection.execute("PRAGMA synchronous=NORMAL")
+
+
 def schema_template() -> Path | None:
     """An empty MLflow sqlite store (tables and MLflow's "Default" experiment, no runs) built by
     this MLflow version, cached as `~/.cache/ciq-tune/mlflow/empty-store-<version>.db`
@@ -408,6 +428,7 @@ def serve(
         from mlflow import MlflowClient
 
         prepare_sqlite_store(tracking_uri)
+        sync_sqlite_at_checkpoints()
         client = MlflowClient(tracking_uri=tracking_uri)
         experiment_id = ensure_experiment(tracking_uri, experiment_name, artifact_dir)
     except Exception as exc:

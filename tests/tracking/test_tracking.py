@@ -443,3 +443,15 @@ def test_the_writer_runs_at_the_lowest_priority_without_mlflow_telemetry_unless_
             assert autogroup.read_text().split()[-1] == str(WRITER_NICENESS)
     finally:
         writer.close()
+
+
+def test_the_writer_syncs_its_sqlite_store_at_checkpoints_only(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy import text
+
+    status, _ = _replay(tmp_path, _trial("t1", 1_000, 2_000))
+    assert status == 0
+    # 1 = NORMAL (sqlite's default is 2 = FULL: a sync at every commit).
+    with create_engine(sqlite_uri(tmp_path)).connect() as connection:
+        assert connection.execute(text("PRAGMA synchronous")).scalar() == 1
+        assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
