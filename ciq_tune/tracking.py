@@ -287,13 +287,13 @@ class MlflowWriter:
             start_new_session=True,
         )
         # The lowest CPU priority: its ~3 s of CPU to import MLflow and open the store, and
-        # ~30 ms per trial, run on cores the search leaves idle instead of delaying Ray's start
-        # and the trials; `close` still waits for every record.
-        os.setpriority(os.PRIO_PROCESS, self._process.pid, WRITER_NICENESS)
-        # Linux with autogroup scheduling shares the CPU between sessions first: the writer's
-        # own session would get as much as the whole search. Its group's niceness fixes that
-        # (sched(7)); no such file elsewhere.
+        # ~20 ms per trial, run on cores the search leaves idle instead of delaying Ray's start
+        # and the trials; `close` still waits for every record. Linux with autogroup
+        # scheduling shares the CPU between sessions first, so the writer's own session gets
+        # the same niceness (sched(7); no such file elsewhere). A writer that already exited
+        # is reported by `send`/`close`, not here.
         with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, self._process.pid, WRITER_NICENESS)
             Path(f"/proc/{self._process.pid}/autogroup").write_text(str(WRITER_NICENESS))
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
