@@ -12,10 +12,10 @@ search with per-coordinate expansion and contraction, Kolda, Lewis & Torczon, SI
 
 Once every poll point at the finest steps has been tried, the best is a local optimum of the
 coordinate moves; the search then moves pairs of parameters together (the corners), and once
-those are tried too it proposes nothing until the best changes (the screened
-proposals and the exploration on stagnation look elsewhere). Proposals are checked against
-everything proposed before (`is_new`), so the search never repeats an evaluation and, in a
-steady-state engine, does not poll a point that is still out.
+those are tried too it proposes nothing until the best changes and is `converged` (the
+screened proposals and the exploration look elsewhere; the flag is part of its state).
+Proposals are checked against everything proposed before (`is_new`), so the search never
+repeats an evaluation and, in a steady-state engine, does not poll a point that is still out.
 """
 
 from __future__ import annotations
@@ -58,6 +58,9 @@ class CompassSearch:
         self.steps = [INITIAL_STEP] * len(params)
         self.center: Genes | None = None
         self._pattern: Genes | None = None
+        # Whether every poll point around the centre has been proposed (a local optimum of the
+        # coordinate and corner moves); cleared when the centre moves.
+        self.converged = False
 
     def poll(
         self,
@@ -103,7 +106,14 @@ class CompassSearch:
             corners = self._corner_points()
             corners = [corners[i] for i in rng.permutation(len(corners))]
             out += [g for g in is_new(corners) if g not in out]
+        # Short with no coordinate move left: these are the last poll points around the centre.
+        self.converged = not fresh and len(out) < n
         return out[:n]
+
+    def converged_at(self, best: Genes) -> bool:
+        """Whether the poll around `best` is used up (its last poll came back short, with no
+        coordinate move left to try)."""
+        return self.converged and self.center == tuple(best)
 
     def _move_center(self, best: Genes) -> None:
         """Follow a new best: widen the steps of the parameters it moved, and after a move
@@ -112,6 +122,7 @@ class CompassSearch:
         self.center = best
         if old is None or old == best:
             return
+        self.converged = False
         params = self.space.params
         moved = [j for j, (a, b) in enumerate(zip(old, best, strict=True)) if a != b]
         delta = {}
@@ -167,12 +178,14 @@ class CompassSearch:
             "steps": list(self.steps),
             "center": None if self.center is None else list(self.center),
             "pattern": None if self._pattern is None else list(self._pattern),
+            "converged": self.converged,
         }
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         self.steps = [float(s) for s in state["steps"]]
         self.center = _genes(state["center"])
         self._pattern = _genes(state["pattern"])
+        self.converged = bool(state.get("converged", False))
 
 
 def _genes(value: Sequence[Any] | None) -> Genes | None:

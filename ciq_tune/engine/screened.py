@@ -25,7 +25,12 @@ believes in, and only unscreened evaluations can find another one (restart from 
 In a space with a wide parameter the share is `wide_explore_share` and each such candidate is
 the farthest of `MAXIMIN_DRAWS` uniform draws from everything proposed (maximin): the polishing
 settles in the basin it started in, and a maximin design covers the plane faster than
-uniform draws, which cluster.
+uniform draws, which cluster. Once the compass search has used up its poll around the best
+(every coordinate and corner neighbour at the finest steps proposed), there is nothing left to
+polish and the model only passes candidates in the same basin, so a `converged_explore_share`
+of each generation explores, maximin-drawn, until a new best moves the compass search (on the
+battery's four-basin space the poll is used up after ~90 evaluations, while stagnation would
+wait 8 more generations).
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "explore_share": 0.25,
     "wide_explore_share": 0.5,
     "explore_sampling": "auto",
+    "converged_explore_share": 1.0,
 }
 
 
@@ -94,6 +100,8 @@ class ScreenedGAConfig(EngineConfig):
         explore_sampling: how those are drawn: uniformly, each the farthest of `MAXIMIN_DRAWS`
             uniform draws from everything proposed (maximin), or "auto": maximin in a space
             with a wide parameter, uniform otherwise.
+        converged_explore_share: share of each generation explored in a space with a wide
+            parameter once the compass search's poll around the best is used up.
     """
 
     pool_size: int = Field(default=SCREENED_DEFAULTS["pool_size"], ge=2)
@@ -109,6 +117,9 @@ class ScreenedGAConfig(EngineConfig):
     explore_share: float = Field(default=SCREENED_DEFAULTS["explore_share"], ge=0, le=1)
     wide_explore_share: float = Field(default=SCREENED_DEFAULTS["wide_explore_share"], ge=0, le=1)
     explore_sampling: Literal["uniform", "maximin", "auto"] = SCREENED_DEFAULTS["explore_sampling"]
+    converged_explore_share: float = Field(
+        default=SCREENED_DEFAULTS["converged_explore_share"], ge=0, le=1
+    )
 
 
 class ScreenedGA(GA):
@@ -143,8 +154,12 @@ class ScreenedGA(GA):
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         explore = 0
         wide = any(p.cardinality() > WIDE_VALUES for p in self.space.params)
+        rate: float | None = None
         if self._stagnant >= config.explore_after:
             rate = config.wide_explore_share if wide else config.explore_share
+        if wide and self._converged():
+            rate = max(rate or 0.0, config.converged_explore_share)
+        if rate is not None:
             # Binomial, so a steady-state request for one candidate explores at the same rate.
             explore = int(self.rng.binomial(n, rate))
         share = config.polish_share * (n - explore) if wide else 0.0
@@ -173,6 +188,11 @@ class ScreenedGA(GA):
             if len(out) == n:
                 break
         return out
+
+    def _converged(self) -> bool:
+        """Whether the compass search has used up the poll around the best configuration."""
+        good, _ = self._split()
+        return bool(good) and self._compass_search().converged_at(good[0].genes)
 
     def _polish(self, n: int) -> list[Genes]:
         """About `n` new compass-search poll points around the best."""

@@ -79,3 +79,19 @@ def test_after_the_coordinate_moves_the_corners_of_parameter_pairs_are_tried() -
     assert corners <= archive.seen
     first_corner = min(i for i, p in enumerate(polled) if corners & set(p))
     assert {(4, 5), (6, 5), (5, 4), (5, 6)} <= set().union(*polled[: first_corner + 1])
+
+
+def test_a_used_up_poll_is_converged_until_the_centre_moves_and_the_flag_is_saved() -> None:
+    space = SearchSpace({"x": ss.range(0, 10), "y": ss.range(0, 10)})
+    search, archive, rng = CompassSearch(space), Archive(), np.random.default_rng(0)
+    archive.seen.add((5, 5))
+    polled = []
+    while not search.converged_at((5, 5)):
+        polled.append(archive.propose(search.poll((5, 5), 2, archive, rng)))
+        assert len(polled) < 20
+    # Converged once a poll came back short: the 4 coordinate and 4 corner neighbours.
+    assert len(archive.seen) == 9 and len(polled[-1]) < 2
+    restored = CompassSearch(space)
+    restored.load_state(json.loads(json.dumps(search.state())))
+    assert restored.converged_at((5, 5)) and not restored.converged_at((4, 5))
+    assert search.poll((4, 5), 2, archive, rng) and not search.converged_at((4, 5))

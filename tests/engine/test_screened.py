@@ -33,7 +33,8 @@ def test_a_stagnating_search_evaluates_unscreened_candidates() -> None:
     # Generations 0-2 (12 evaluations) precede the stagnation; after it, all are unscreened.
     assert flat[:4] == ["random"] * 4
     assert flat[16:] == ["random"] * 24
-    never = _origins({**settings, "wide_explore_share": 0.0}, lambda c: 1.0, 40)
+    no_share = {"wide_explore_share": 0.0, "converged_explore_share": 0.0}
+    never = _origins({**settings, **no_share}, lambda c: 1.0, 40)
     assert "random" not in never[4:]
 
 
@@ -76,3 +77,14 @@ def test_short_list_spaces_explore_uniformly_by_default() -> None:
 
     assert keys({}) == keys({"explore_sampling": "uniform"})
     assert keys({}) != keys({"explore_sampling": "maximin"})
+
+
+def test_once_the_polish_is_used_up_the_generations_explore() -> None:
+    def valley(c: Any) -> float:
+        return abs(c["x"] - 200)
+
+    settings = {"explore_after": 1000}  # no exploration from stagnation
+    after = _origins({**settings, "converged_explore_share": 1.0}, valley, 100)
+    # The optimum's two neighbours are polled within 60 evaluations; then all is exploration.
+    assert after[60:] == ["random"] * 40
+    assert "random" not in _origins({**settings, "converged_explore_share": 0.0}, valley, 100)[4:]
