@@ -76,13 +76,18 @@ class EngineConfig(BaseModel):
 
 
 # The GA family's breeding, chosen on battery seeds 100-199 (budgets 25/50) and 100-139
-# (multi_basin, 100-800), checked on seeds 10-29 (docs/benchmarks.md, "Session 6").
+# (multi_basin, 100-800), checked on seeds 10-29 (docs/benchmarks.md, "Session 6");
+# `local_after`, `progress_tolerance` and `compound_immigrants` chosen on seeds 100-199
+# (25-200; multi_basin and conditional 25-400), checked on seeds 10-49 ("Session 8").
 GENETIC_DEFAULTS: dict[str, Any] = {
     "initial_sampling": "sobol",
     "preselection": 4,
     "preselected_generations": 2,
     "immigrate_after": 2,
     "immigrant_share": 0.5,
+    "local_after": 2,
+    "progress_tolerance": 0.01,
+    "compound_immigrants": True,
 }
 
 
@@ -102,6 +107,14 @@ class GeneticConfig(EngineConfig):
             generation (None: never).
         immigrant_share: share of each stagnating generation that is immigrants: random
             configurations far from everything proposed.
+        compound_immigrants: each further generation without progress breeds only
+            `1 - immigrant_share` of the share bred in the one before (0.5, 0.75, 0.875, …
+            immigrants for a share of 0.5); False: `immigrant_share` throughout.
+        progress_tolerance: an evaluation counts as progress (for `immigrate_after`) when it
+            beats every earlier one by more than this share of that one's value, in some
+            objective (0: any new best or non-dominated point).
+        local_after: bred generations that are recombined only, before pattern moves of the
+            elite (`local_share`) join (0: from the first bred generation).
     """
 
     initial_sampling: InitialSampling = GENETIC_DEFAULTS["initial_sampling"]
@@ -111,3 +124,6 @@ class GeneticConfig(EngineConfig):
     )
     immigrate_after: int | None = Field(default=GENETIC_DEFAULTS["immigrate_after"], ge=1)
     immigrant_share: float = Field(default=GENETIC_DEFAULTS["immigrant_share"], ge=0, le=1)
+    local_after: int = Field(default=GENETIC_DEFAULTS["local_after"], ge=0)
+    compound_immigrants: bool = GENETIC_DEFAULTS["compound_immigrants"]
+    progress_tolerance: float = Field(default=GENETIC_DEFAULTS["progress_tolerance"], ge=0)

@@ -11,13 +11,21 @@ failures included. Only the first `preselected_generations` bred generations are
 pre-selected: that is where a GA's children are otherwise no better than random draws, and
 later the model's kernels are wider than the population, so the ratio would favour children
 away from the crowd of evaluations over better ones (on a 1000 x 1000 bowl the search stalled
-from 100 to 800 evaluations). The survival (fitness, or NSGA-II/III's) is untouched.
+from 100 to 800 evaluations). The first `local_after` bred generations are recombined
+only, without pattern moves: around a first design's best point, the ratio prefers short steps
+from it over recombinations of the design, which cover more (median regret of ga at 25
+evaluations on the battery's continuous space: 1.65 with the moves, 1.22 without, random
+search 1.47). The survival (fitness, or NSGA-II/III's) is untouched.
 
 Immigrants (Grefenstette's random immigrants, 1992; a partial restart from stagnation):
-after `immigrate_after` generations without a new best, a binomial `immigrant_share` of each
-generation is random configurations, each the farthest from everything proposed among
-`MAXIMIN_DRAWS` uniform draws (maximin in unit coordinates), so that a search settled in a
-wide basin keeps sampling the space where a narrow, deeper one may hide.
+after `immigrate_after` generations without progress (no evaluation better than every earlier
+one by more than `progress_tolerance` of its value: a search creeping along the floor of a
+wide, shallow basin is not progressing), a binomial `immigrant_share` of each generation is
+random configurations, each the farthest from everything proposed among `MAXIMIN_DRAWS`
+uniform draws (maximin in unit coordinates); with `compound_immigrants` each further
+generation without progress breeds only `1 - immigrant_share` of what the one before bred.
+A search settled in a wide basin so keeps sampling the space where a narrow, deeper one may
+hide, at nearly random search's rate once it has settled for long.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from pymoo.core.population import Population
 from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
 from ciq_tune.engine.base import Engine
@@ -33,6 +42,7 @@ from ciq_tune.engine.features import UnitFeatures
 from ciq_tune.engine.parzen import ParzenEstimator
 from ciq_tune.engine.proposals import Candidate
 from ciq_tune.results import EvaluationRecord
+from ciq_tune.results import non_dominated
 
 # Share of the successful evaluations that form the good density l(x), and its cap (Optuna's
 # TPE gamma and its cap of 25).
@@ -50,13 +60,51 @@ class GeneticEngine(Engine):
     def _offspring(self, n: int) -> list[Candidate]:
         config: GeneticConfig = self.config  # type: ignore[assignment]
         n_immigrants = 0
-        if config.immigrate_after is not None and self._stagnant >= config.immigrate_after:
-            n_immigrants = int(self.rng.binomial(n, config.immigrant_share))
+        stalled = self._generations_without_progress()
+        if config.immigrate_after is not None and stalled >= config.immigrate_after:
+            # Each further generation without progress breeds `1 - immigrant_share` of the
+            # share bred before (0.5, 0.75, 0.875, ... immigrants), never none.
+            repeats = stalled - config.immigrate_after + 1 if config.compound_immigrants else 1
+            share = 1.0 - (1.0 - config.immigrant_share) ** repeats
+            n_immigrants = int(self.rng.binomial(n, share))
         out = self._immigrants(n_immigrants)
         last = config.preselected_generations
         if config.preselection > 1 and (last is None or self.generation <= last):
             out += self._preselected(n - len(out), config.preselection)
         return out + super()._offspring(n - len(out))
+
+    def _bred(self, n: int) -> Population:
+        """As `Engine._bred`, but the first `local_after` bred generations are recombined
+        only: pattern moves there are short steps around the first design's best point."""
+        config: GeneticConfig = self.config  # type: ignore[assignment]
+        if self.generation > config.local_after:
+            return super()._bred(n)
+        children = self._children(math.ceil(n / 2))
+        return self.repair.do(self.problem, children, random_state=self.rng)
+
+    def _generations_without_progress(self) -> int:
+        """Closed generations since the last evaluation that improved on every earlier one by
+        more than `progress_tolerance` (relative, in some objective): a search refining a wide,
+        shallow basin by ever smaller steps counts as stagnating. Derived from the records (the
+        saved state), incrementally: records are only ever appended."""
+        tolerance = self.config.progress_tolerance  # type: ignore[attr-defined]
+        if not hasattr(self, "_progress_seen"):
+            self._progress_seen = 0
+            self._progress_front: list[np.ndarray] = []
+            self._progress_last = 0
+        front = self._progress_front
+        for record in self._records[self._progress_seen :]:
+            if not record.ok:
+                continue
+            new = record.minimised(self.objectives)
+            if not any(np.all(old <= new + tolerance * np.abs(old)) for old in front):
+                self._progress_last = max(self._progress_last, record.generation)
+            if not any(np.all(old <= new) for old in front):
+                F = np.array([*front, new])
+                front = list(F[non_dominated(F)])
+        self._progress_front = front
+        self._progress_seen = len(self._records)
+        return max(self.generation - 1 - self._progress_last, 0)
 
     def _preselected(self, n: int, factor: int) -> list[Candidate]:
         """Up to `n` new children, the best by density ratio of `factor` x `n` bred ones."""

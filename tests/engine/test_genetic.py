@@ -80,3 +80,83 @@ def test_immigrants_join_stagnating_generations_far_from_everything() -> None:
 
     # Pattern moves stay next to the elite; immigrants keep away from all that was proposed.
     assert nearest(immigrating) > 3 * nearest(settled)
+
+
+@pytest.mark.parametrize("local_after", [0, 2])
+def test_pattern_moves_join_after_local_after_bred_generations(local_after: int) -> None:
+    engine = create_engine(
+        "ga",
+        BOWL,
+        ["f"],
+        config={"pool_size": 8, "local_share": 1.0, "local_after": local_after},
+        budget=Budget(max_evaluations=48),
+        seed=5,
+    )
+    moved_in: list[int] = []
+    pattern_move = engine.local_move.do
+
+    def spy(*args: object, **kwargs: object) -> object:
+        moved_in.append(engine.generation)
+        return pattern_move(*args, **kwargs)
+
+    engine.local_move.do = spy  # type: ignore[method-assign]
+    drive(engine, _bowl)
+    # Generation 0 is the first design; the first `local_after` bred ones are recombined only.
+    assert min(moved_in) == local_after + 1
+    origins = {r.origin for r in engine.records if 0 < r.generation <= local_after}
+    assert origins <= {"offspring"}
+
+
+def test_small_relative_gains_count_as_stagnation() -> None:
+    """A search that keeps finding new bests, each under `progress_tolerance` of the value,
+    gets immigrants as if it had stalled; with tolerance 0 every new best resets the count."""
+
+    def origins(tolerance: float) -> list[set]:
+        engine = create_engine(
+            "ga",
+            BOWL,
+            ["f"],
+            config={
+                "pool_size": 8,
+                "immigrate_after": 1,
+                "immigrant_share": 1.0,
+                "progress_tolerance": tolerance,
+            },
+            budget=Budget(max_evaluations=64),
+            seed=6,
+        )
+        # A shallow bowl on a large offset: every gain is < 1 % of the value.
+        drive(engine, lambda c: 1000.0 + 1e-4 * _bowl(c))
+        return [{r.origin for r in engine.records if r.generation == g} for g in range(2, 8)]
+
+    assert all(o == {"random"} for o in origins(0.01))
+    assert any("offspring" in o for o in origins(0.0))
+
+
+def test_compounding_immigrants_grow_with_the_stagnation() -> None:
+    def immigrants_per_generation(compound: bool) -> list[int]:
+        engine = create_engine(
+            "ga",
+            BOWL,
+            ["f"],
+            config={
+                "pool_size": 16,
+                "immigrate_after": 1,
+                "immigrant_share": 0.5,
+                "compound_immigrants": compound,
+            },
+            budget=Budget(max_evaluations=128),
+            seed=7,
+        )
+        drive(engine, lambda c: 1.0)  # flat: no progress after the first generation
+        return [
+            sum(r.origin == "random" for r in engine.records if r.generation == g)
+            for g in range(2, 8)
+        ]
+
+    constant = immigrants_per_generation(compound=False)
+    compound = immigrants_per_generation(compound=True)
+    # Binomial(16, 0.5) throughout vs shares 0.5, 0.75, 0.875, ... of 16.
+    assert np.mean(constant[3:]) < 11
+    assert np.mean(compound[3:]) > 13
+    assert compound[0] < 13
