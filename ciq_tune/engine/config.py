@@ -77,8 +77,9 @@ class EngineConfig(BaseModel):
 
 # The GA family's breeding, chosen on battery seeds 100-199 (budgets 25/50) and 100-139
 # (multi_basin, 100-800), checked on seeds 10-29 (docs/benchmarks.md, "Session 6");
-# `local_after`, `progress_tolerance` and `compound_immigrants` chosen on seeds 100-199
-# (25-200; multi_basin and conditional 25-400), checked on seeds 10-49 ("Session 8").
+# `local_after` (ga; NSGA-II/III set 0), `progress_tolerance` and `compound_immigrants`
+# chosen on seeds 100-199 (25-200; multi_basin and conditional 25-400), checked on seeds
+# 10-49 (docs/benchmarks.md, "Session 8").
 GENETIC_DEFAULTS: dict[str, Any] = {
     "initial_sampling": "sobol",
     "preselection": 4,

@@ -23,7 +23,7 @@ from ciq_tune.engine.nsga2 import NSGA2
 from ciq_tune.errors import EngineError
 from ciq_tune.results import EvaluationRecord
 
-NSGA3_DEFAULTS: dict[str, Any] = {**GENETIC_DEFAULTS, "pool_size": 24}
+NSGA3_DEFAULTS: dict[str, Any] = {**GENETIC_DEFAULTS, "pool_size": 24, "local_after": 0}
 
 
 class NSGA3Config(GeneticConfig):
@@ -35,6 +35,7 @@ class NSGA3Config(GeneticConfig):
     """
 
     pool_size: int = Field(default=NSGA3_DEFAULTS["pool_size"], ge=2)
+    local_after: int = Field(default=NSGA3_DEFAULTS["local_after"], ge=0)
     ref_dirs: list[list[float]] | None = Field(default=None, min_length=1)
 
 
