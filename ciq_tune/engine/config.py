@@ -89,6 +89,7 @@ GENETIC_DEFAULTS: dict[str, Any] = {
     "local_after": 2,
     "progress_tolerance": 0.01,
     "compound_immigrants": True,
+    "poll_neighbours": True,
 }
 
 
@@ -116,6 +117,8 @@ class GeneticConfig(EngineConfig):
             objective (0: any new best or non-dominated point).
         local_after: bred generations that are recombined only, before pattern moves of the
             elite (`local_share`) join (0: from the first bred generation).
+        poll_neighbours: a generation that gets immigrants (`immigrate_after`) first
+            proposes the never-proposed configurations one parameter away from the best.
     """
 
     initial_sampling: InitialSampling = GENETIC_DEFAULTS["initial_sampling"]
@@ -128,3 +131,4 @@ class GeneticConfig(EngineConfig):
     local_after: int = Field(default=GENETIC_DEFAULTS["local_after"], ge=0)
     compound_immigrants: bool = GENETIC_DEFAULTS["compound_immigrants"]
     progress_tolerance: float = Field(default=GENETIC_DEFAULTS["progress_tolerance"], ge=0)
+    poll_neighbours: bool = GENETIC_DEFAULTS["poll_neighbours"]

@@ -26,6 +26,13 @@ uniform draws (maximin in unit coordinates); with `compound_immigrants` each fur
 generation without progress breeds only `1 - immigrant_share` of what the one before bred.
 A search settled in a wide basin so keeps sampling the space where a narrow, deeper one may
 hide, at nearly random search's rate once it has settled for long.
+
+Neighbour poll (the poll step of pattern search, Hooke & Jeeves 1961, on stagnation): with
+`poll_neighbours`, a stagnating generation first proposes the configurations one parameter
+away from the best evaluation (`Parameter.neighbors`: every other category or knockout
+state, one step of an ordered value) that were never proposed. Random children find a
+neighbour of the best only by chance: on the battery's categorical space, seed 12, `ga` sat
+one category from the optimum from evaluation 124 to 800.
 """
 
 from __future__ import annotations
@@ -59,15 +66,17 @@ class GeneticEngine(Engine):
 
     def _offspring(self, n: int) -> list[Candidate]:
         config: GeneticConfig = self.config  # type: ignore[assignment]
-        n_immigrants = 0
+        out: list[Candidate] = []
         stalled = self._generations_without_progress()
-        if config.immigrate_after is not None and stalled >= config.immigrate_after:
+        after = config.immigrate_after
+        if after is not None and stalled >= after:
+            if config.poll_neighbours:
+                out += self._best_neighbours(n)
             # Each further generation without progress breeds `1 - immigrant_share` of the
             # share bred before (0.5, 0.75, 0.875, ... immigrants), never none.
-            repeats = stalled - config.immigrate_after + 1 if config.compound_immigrants else 1
+            repeats = stalled - after + 1 if config.compound_immigrants else 1
             share = 1.0 - (1.0 - config.immigrant_share) ** repeats
-            n_immigrants = int(self.rng.binomial(n, share))
-        out = self._immigrants(n_immigrants)
+            out += self._immigrants(int(self.rng.binomial(n - len(out), share)))
         last = config.preselected_generations
         if config.preselection > 1 and (last is None or self.generation <= last):
             out += self._preselected(n - len(out), config.preselection)
@@ -105,6 +114,25 @@ class GeneticEngine(Engine):
         self._progress_front = front
         self._progress_seen = len(self._records)
         return max(self.generation - 1 - self._progress_last, 0)
+
+    def _best_neighbours(self, n: int) -> list[Candidate]:
+        """Up to `n` unproposed configurations one parameter away from the best evaluation
+        (the first non-dominated one with several objectives; `Parameter.neighbors`: every
+        other category or knockout state, one step of an ordered value), in random order."""
+        good, _ = self._good_and_other()
+        if n <= 0 or not good:
+            return []
+        best = good[0].genes
+        rows: list[tuple] = []
+        for j, leaf in enumerate(self.space.leaves):
+            rows += [(*best[:j], gene, *best[j + 1 :]) for gene in leaf.param.neighbors(best[j])]
+        fresh = self.proposals.new_genes(rows)
+        out: list[Candidate] = []
+        for i in self.rng.permutation(len(fresh))[:n]:
+            candidate = self._make_candidate(fresh[int(i)], "offspring")
+            if candidate is not None:
+                out.append(candidate)
+        return out
 
     def _preselected(self, n: int, factor: int) -> list[Candidate]:
         """Up to `n` new children, the best by density ratio of `factor` x `n` bred ones."""

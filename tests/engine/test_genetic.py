@@ -53,7 +53,7 @@ def test_immigrants_join_stagnating_generations_far_from_everything() -> None:
             "ga",
             BOWL,
             ["f"],
-            config={"pool_size": 8, "local_share": 1.0, **config},
+            config={"pool_size": 8, "local_share": 1.0, "poll_neighbours": False, **config},
             budget=Budget(max_evaluations=64),
             seed=4,
         )
@@ -121,6 +121,7 @@ def test_small_relative_gains_count_as_stagnation() -> None:
                 "immigrate_after": 1,
                 "immigrant_share": 1.0,
                 "progress_tolerance": tolerance,
+                "poll_neighbours": False,
             },
             budget=Budget(max_evaluations=64),
             seed=6,
@@ -160,3 +161,28 @@ def test_compounding_immigrants_grow_with_the_stagnation() -> None:
     assert np.mean(constant[3:]) < 11
     assert np.mean(compound[3:]) > 13
     assert compound[0] < 13
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_stagnation_polls_every_neighbour_of_the_best(seed: int) -> None:
+    """Once stagnating, the configurations one parameter away from the best are proposed:
+    a best one category from the optimum is not left to chance (battery categorical)."""
+    space = {name: ss.choice(["a", "b", "c", "d", "e"]) for name in ("p", "q", "r")}
+    best = {"p": "a", "q": "a", "r": "a"}
+    neighbours = {tuple(sorted({**best, name: value}.items())) for name in best for value in "bcde"}
+
+    def polled(poll: bool) -> int:
+        engine = create_engine(
+            "ga",
+            space,
+            ["f"],
+            config={"pool_size": 8, "immigrate_after": 1, "poll_neighbours": poll},
+            budget=Budget(max_evaluations=40),
+            seed=seed,
+            initial_points=[best],
+        )
+        drive(engine, lambda c: 0.0 if c == best else 1.0)
+        proposed = {tuple(sorted(r.config.items())) for r in engine.records}
+        return len(neighbours & proposed)
+
+    assert polled(True) == len(neighbours) > polled(False)
