@@ -396,13 +396,17 @@ class Engine:
             self._exhausted = True
 
     def _first_generation(self) -> list[Candidate]:
+        return self._first_design(self.config.pool_size, self.first_sampling)
+
+    def _first_design(self, size: int, sampling: Sampling) -> list[Candidate]:
+        """The warm-start points, then candidates drawn by `sampling` up to `size`."""
         first: list[Candidate] = []
         for genes, origin in self._warm_start:
             candidate = self._make_candidate(genes, origin)  # type: ignore[arg-type]
             if candidate is not None:
                 first.append(candidate)
-        missing = max(self.config.pool_size - len(first), 0)
-        return first + self._random_candidates(missing, self.first_sampling)
+        missing = max(size - len(first), 0)
+        return first + self._random_candidates(missing, sampling)
 
     def _variation_or_random(self, n: int) -> list[Candidate]:
         if len(self._population) >= 2:
@@ -476,17 +480,20 @@ class Engine:
         """A new candidate, or None if its configuration was already proposed."""
         return self.proposals.candidate(genes, origin, self.generation)
 
-    def _maximin_candidates(self, n: int, features: UnitFeatures) -> list[Candidate]:
+    def _maximin_candidates(
+        self, n: int, features: UnitFeatures, made: Sequence[Candidate] = ()
+    ) -> list[Candidate]:
         """`n` new random candidates, each the farthest (in `features`' unit coordinates) from
         every configuration proposed so far, of `MAXIMIN_DRAWS` uniform draws: a greedy
         maximin design, which covers a plane faster than uniform draws, which cluster (Johnson
         et al., J. Stat. Plan. Inf. 1990). Exploration of `screened` and the GA family's
-        immigrants after stagnation."""
+        immigrants after stagnation, and of its first design's infeasible rows. `made`:
+        candidates made but not yet queued, kept away from like the proposed ones."""
         out: list[Candidate] = []
         if n <= 0:
             return out
         proposed = [(r.genes, r.key) for r in self._records]
-        proposed += [(c.genes, c.key) for c in [*self._pending.values(), *self._queue]]
+        proposed += [(c.genes, c.key) for c in [*self._pending.values(), *self._queue, *made]]
         # Absent parameters (knocked out, inactive) sit at -1, away from every present value.
         taken = np.nan_to_num(features([g for g, _ in proposed], [k for _, k in proposed]), nan=-1)
         for _ in range(n):
@@ -496,8 +503,11 @@ class Engine:
             if not draws:
                 break
             X = np.nan_to_num(features(draws), nan=-1)
-            gaps = np.min(np.linalg.norm(X[:, None, :] - taken[None, :, :], axis=2), axis=1)
-            best = int(np.argmax(gaps))
+            if len(taken):
+                gaps = np.min(np.linalg.norm(X[:, None, :] - taken[None, :, :], axis=2), axis=1)
+                best = int(np.argmax(gaps))
+            else:  # nothing proposed yet: every draw is as far as any other
+                best = 0
             candidate = self._make_candidate(draws[best], "random")
             if candidate is None:
                 break

@@ -50,6 +50,7 @@ from ciq_tune.engine.coordinate_search import CompassSearch
 from ciq_tune.engine.features import UnitFeatures
 from ciq_tune.engine.ga import GA
 from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
+from ciq_tune.engine.operators.sampling.sobol import SobolSampling
 from ciq_tune.engine.parzen import ParzenEstimator
 from ciq_tune.engine.proposals import Candidate
 from ciq_tune.results import EvaluationRecord
@@ -75,6 +76,7 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "wide_explore_share": 0.5,
     "explore_sampling": "auto",
     "converged_explore_share": 1.0,
+    "wide_initial_points": 16,
 }
 
 
@@ -102,6 +104,10 @@ class ScreenedGAConfig(EngineConfig):
             with a wide parameter, uniform otherwise.
         converged_explore_share: share of each generation explored in a space with a wide
             parameter once the compass search's poll around the best is used up.
+        wide_initial_points: size of the first generation in a space with a wide parameter
+            (warm-start points included): a scrambled Sobol' design whose rows that break
+            the constraints are replaced by maximin draws (at most `pool_size`: the first
+            generation of every space, `initial_sampling`).
     """
 
     pool_size: int = Field(default=SCREENED_DEFAULTS["pool_size"], ge=2)
@@ -120,6 +126,7 @@ class ScreenedGAConfig(EngineConfig):
     converged_explore_share: float = Field(
         default=SCREENED_DEFAULTS["converged_explore_share"], ge=0, le=1
     )
+    wide_initial_points: int = Field(default=SCREENED_DEFAULTS["wide_initial_points"], ge=0)
 
 
 class ScreenedGA(GA):
@@ -150,10 +157,23 @@ class ScreenedGA(GA):
         if state.get("compass"):
             self._compass_search().load_state(state["compass"])
 
+    def _wide(self) -> bool:
+        return any(p.cardinality() > WIDE_VALUES for p in self.space.params)
+
+    def _first_generation(self) -> list[Candidate]:
+        config: ScreenedGAConfig = self.config  # type: ignore[assignment]
+        if config.wide_initial_points <= config.pool_size or not self._wide():
+            return super()._first_generation()
+        size = config.wide_initial_points
+        # Rows of the design that break the constraints are dropped and refilled below.
+        first = self._first_design(size, SobolSampling(drop_infeasible=True))
+        self._model()
+        return first + self._maximin_candidates(size - len(first), self._features, first)
+
     def _offspring(self, n: int) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         explore = 0
-        wide = any(p.cardinality() > WIDE_VALUES for p in self.space.params)
+        wide = self._wide()
         rate: float | None = None
         if self._stagnant >= config.explore_after:
             rate = config.wide_explore_share if wide else config.explore_share

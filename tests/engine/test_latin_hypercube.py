@@ -41,6 +41,21 @@ def test_rows_that_break_a_constraint_are_replaced_by_feasible_draws() -> None:
         .get("X")
     )
     assert all(space.is_feasible(tuple(row)) for row in X)
+    assert len(X) == 16
+
+
+def test_rows_that_break_a_constraint_can_be_dropped_instead() -> None:
+    space = SearchSpace({"x": ss.range(0, 199), "y": ss.range(0, 199)}, constraints=["x + y <= 60"])
+    problem = SpaceProblem(space, n_obj=1)
+    plain = LatinHypercubeSampling().do(problem, 64, random_state=np.random.default_rng(0))
+    kept = LatinHypercubeSampling(drop_infeasible=True).do(
+        problem, 64, random_state=np.random.default_rng(0)
+    )
+    X = kept.get("X")
+    assert 0 < len(X) < 16  # about 4.7 % of 64 rows hold
+    assert all(space.is_feasible(tuple(row)) for row in X)
+    # The kept rows are the hypercube's own feasible rows (the same unit points).
+    assert {tuple(r) for r in X} <= {tuple(r) for r in plain.get("X")}
 
 
 def test_first_generation_is_space_filling_for_every_strategy_but_random() -> None:

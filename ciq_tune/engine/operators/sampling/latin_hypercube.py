@@ -19,17 +19,22 @@ class LatinHypercubeSampling(Sampling):
     through each parameter's `quantile`: every parameter's range, knocked-out state included,
     is cut into `n_samples` equal strata and each stratum is drawn once, so a small first
     generation covers every range evenly where uniform draws leave gaps and clumps. A row
-    that breaks the space's constraints is replaced by a uniform feasible draw.
+    that breaks the space's constraints is replaced by a uniform feasible draw, or dropped.
 
     Args:
         optimization: scipy's post-processing of the hypercube ("random-cd": coordinate
             swaps lowering the centred discrepancy, Fang et al. 2002, so that pairs of
             parameters are covered evenly too); None for a plain hypercube.
+        drop_infeasible: drop the rows that break the constraints instead of replacing them
+            (fewer than `n_samples` rows come back; the caller fills the design).
     """
 
-    def __init__(self, optimization: Literal["random-cd"] | None = None) -> None:
+    def __init__(
+        self, optimization: Literal["random-cd"] | None = None, drop_infeasible: bool = False
+    ) -> None:
         super().__init__()
         self.optimization = optimization
+        self.drop_infeasible = drop_infeasible
 
     def unit_points(self, d: int, n: int, rng: np.random.Generator) -> np.ndarray:
         """`n` points of the unit hypercube in `d` dimensions."""
@@ -39,10 +44,16 @@ class LatinHypercubeSampling(Sampling):
         rng: np.random.Generator = kwargs["random_state"]
         space = problem.space
         U = self.unit_points(problem.n_var, n_samples, rng)
-        X = np.empty((n_samples, problem.n_var), dtype=object)
-        for i, row in enumerate(U):
+        rows: list[Any] = []
+        for row in U:
             genes = tuple(
                 p.quantile(u, seeded=True) for p, u in zip(space.params, row, strict=True)
             )
-            X[i] = genes if space.is_feasible(genes) else space.sample_genes(rng, seeded=True)
+            if space.is_feasible(genes):
+                rows.append(genes)
+            elif not self.drop_infeasible:
+                rows.append(space.sample_genes(rng, seeded=True))
+        X = np.empty((len(rows), problem.n_var), dtype=object)
+        for i, genes in enumerate(rows):
+            X[i] = genes
         return X
