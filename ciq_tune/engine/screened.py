@@ -115,8 +115,8 @@ class ScreenedGAConfig(EngineConfig):
             parameter once the compass search's poll around the best is used up.
         wide_initial_points: size of the first generation in a space with a wide parameter
             (warm-start points included): a scrambled Sobol' design whose rows that break
-            the constraints are replaced by maximin draws (at most `pool_size`: the first
-            generation of every space, `initial_sampling`).
+            the constraints are replaced by maximin draws (at most `pool_size`, or a budget
+            in `max_generations`: the first generation of every space, `initial_sampling`).
     """
 
     pool_size: int = Field(default=SCREENED_DEFAULTS["pool_size"], ge=2)
@@ -171,7 +171,9 @@ class ScreenedGA(GA):
 
     def _first_generation(self) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
-        if config.wide_initial_points <= config.pool_size or not self._wide():
+        # A budget in generations promises `pool_size` evaluations per generation.
+        by_generations = self.budget.max_generations is not None
+        if config.wide_initial_points <= config.pool_size or by_generations or not self._wide():
             return super()._first_generation()
         size = config.wide_initial_points
         # Rows of the design that break the constraints are dropped and refilled below.

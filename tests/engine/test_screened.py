@@ -114,6 +114,9 @@ def test_a_wide_space_starts_with_a_larger_sobol_design() -> None:
         # 16 points of a scrambled Sobol' sequence on a line: one in each sixteenth.
         assert sorted(c.genes[0] // 100 for c in first) == list(range(16))
         assert len(_first_design(wide, {"wide_initial_points": 0}, seed)) == 4
+    # A budget in generations keeps every generation at pool_size evaluations.
+    by_generations = create_engine("screened", wide, ["t"], budget=Budget(max_generations=3))
+    assert len(drive(by_generations, lambda c: {"t": 1.0})) == 12
     short = {"a": ss.ordinal([1, 2, 4, 8, 16]), "b": ss.range(0, 9)}
     assert len(_first_design(short, {}, 0)) == 4
 
