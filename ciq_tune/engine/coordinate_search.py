@@ -45,14 +45,20 @@ class CompassSearch:
 
     Args:
         space: the search space.
+        finest: the finest step of every ordered parameter, as a fraction of its (log-)range
+            (at least one value; 0: down to one value): a coarse search that only has to
+            tell whether its basin is worth polishing stops earlier.
     """
 
-    def __init__(self, space: SearchSpace) -> None:
+    def __init__(self, space: SearchSpace, finest: float = 0.0) -> None:
         self.space = space
         params = space.params
         self._ordered = [p.is_ordered and p.cardinality() > 1 for p in params]
         self._min_step = [
-            MIN_CONTINUOUS_STEP if p.is_continuous else 1.0 / max(p.cardinality() - 1, 1)
+            max(
+                finest,
+                MIN_CONTINUOUS_STEP if p.is_continuous else 1.0 / max(p.cardinality() - 1, 1),
+            )
             for p in params
         ]
         self.steps = [INITIAL_STEP] * len(params)

@@ -1,16 +1,22 @@
-"""The screened GA's exploration while it stagnates."""
+"""The screened GA's exploration while it stagnates, and its restarts once the polish is used
+up."""
 
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 import numpy as np
 
 import ciq_tune.space as ss
 from ciq_tune.engine import Budget
+from ciq_tune.engine import Engine
 from ciq_tune.engine import Objective
 from ciq_tune.engine import create_engine
+from ciq_tune.engine.multistart import critical_distance
+from ciq_tune.engine.multistart import lowest_within
+from ciq_tune.engine.screened import SCREENED_DEFAULTS
 from ciq_tune.space import SearchSpace
 from tests.engine.conftest import drive
 
@@ -37,7 +43,7 @@ def test_a_stagnating_search_evaluates_unscreened_candidates() -> None:
     # stagnation; after it, all are unscreened.
     assert flat[:16] == ["random"] * 16
     assert flat[24:] == ["random"] * 16
-    no_share = {"wide_explore_share": 0.0, "converged_explore_share": 0.0}
+    no_share = {"wide_explore_share": 0.0, "converged_explore_share": 0.0, "settle_after": 1000}
     never = _origins({**settings, **no_share}, lambda c: 1.0, 40)
     assert "random" not in never[16:]
 
@@ -56,7 +62,7 @@ def test_maximin_exploration_covers_the_range_more_evenly_than_uniform_draws() -
         xs = sorted([-1, *(r.config["x"] for r in engine.records), 400])
         return max(b - a for a, b in itertools.pairwise(xs))
 
-    for seed in range(3):
+    for seed in range(4):
         # 40 points on 400 values: an even design leaves gaps of about 10.
         assert largest_gap("maximin", seed) < 0.6 * largest_gap("uniform", seed)
 
@@ -87,7 +93,8 @@ def test_once_the_polish_is_used_up_the_generations_explore() -> None:
     def valley(c: Any) -> float:
         return abs(c["x"] - 200)
 
-    settings = {"explore_after": 1000}  # no exploration from stagnation
+    # No exploration from stagnation, and no descents (this rule alone).
+    settings = {"explore_after": 1000, "restart_share": 0.0}
     after = _origins({**settings, "converged_explore_share": 1.0}, valley, 100)
     # The optimum's two neighbours are polled within 60 evaluations; then all is exploration.
     assert after[60:] == ["random"] * 40
@@ -140,3 +147,92 @@ def test_the_first_design_refills_infeasible_rows_far_from_the_others() -> None:
     # Replaced by uniform draws, the closest two of these seeds' designs are 1 to 3.6 values
     # apart; maximin draws keep at least 5 apart (16 points fit about 13 apart).
     assert min(gaps) >= 5
+
+
+def _two_basins(c: Any) -> float:
+    # A wide basin around 300 (best 1.0) and a narrower, deeper one around 50 whose values
+    # below 1.0 span 11 of the 400 values.
+    x = c["x"]
+    return abs(x - 50) / 6 if x < 100 else 1 + abs(x - 300) / 50
+
+
+def _settled_engine(seed: int) -> Any:
+    return create_engine(
+        "screened",
+        LINE,
+        [Objective(name="score", mode="min")],
+        config={"explore_after": 1000},  # exploration only once the polish is used up
+        budget=Budget(max_evaluations=200),
+        seed=seed,
+    )
+
+
+def test_a_descent_starts_from_an_unexplored_basin_and_takes_over_the_polish() -> None:
+    promoted = 0
+    for seed in range(4):
+        engine = _settled_engine(seed)
+        while engine.get_state()["strategy_state"]["descent"] is None:
+            candidate = engine.ask()
+            engine.tell(candidate.id, {"score": _two_basins(candidate.config)})
+        descent = engine.get_state()["strategy_state"]["descent"]
+        records = [r for r in engine.records if r.ok]
+        start = next(r for r in records if r.candidate_id == descent["ids"][0])
+        # MLSL: lower than every configuration within the critical distance, not the best.
+        X = np.array([[engine.space.to_unit(r.genes)[0]] for r in records])
+        values = np.array([r.values["score"] for r in records])
+        radius = critical_distance(len(records), 1, SCREENED_DEFAULTS["restart_sigma"])
+        assert lowest_within(X, values, records.index(start), radius)
+        assert start.values["score"] > min(values)
+        best_before = min(values)
+        while (state := engine.get_state()["strategy_state"])["descent"] is not None:
+            candidate = engine.ask()
+            engine.tell(candidate.id, {"score": _two_basins(candidate.config)})
+            descent = state["descent"]
+        best = min(engine.records, key=lambda r: r.values["score"])
+        if best.values["score"] < best_before and best.candidate_id in descent["ids"]:
+            # It beat the best: the polish goes on from there (at the descent's steps).
+            promoted += 1
+            assert state["compass"]["center"] == list(best.genes)
+        else:
+            assert set(descent["ids"]) <= set(state["descended"])
+    assert promoted >= 1
+
+
+def test_a_descent_under_way_is_saved_and_restored() -> None:
+    engine, keys = _settled_engine(0), []
+    while engine.get_state()["strategy_state"]["descent"] is None:
+        candidate = engine.ask()
+        keys.append(candidate.key)
+        engine.tell(candidate.id, {"score": _two_basins(candidate.config)})
+    restored = Engine.from_state(json.loads(json.dumps(engine.get_state())))
+    keys_restored = keys + drive(restored, lambda c: {"score": _two_basins(c)})
+    keys += drive(engine, lambda c: {"score": _two_basins(c)})
+    assert keys_restored == keys and len(keys) == 200
+
+
+def test_once_the_polish_only_creeps_the_rest_of_each_generation_restarts() -> None:
+    plane = {"x": ss.range(0, 499), "y": ss.range(0, 499)}
+
+    def shallow(c: Any) -> float:  # one wide, shallow bowl: the polish creeps for ~100
+        return 5 + ((c["x"] - 300) ** 2 + (c["y"] - 100) ** 2) / 4000
+
+    def origins(config: dict[str, Any]) -> list[str]:
+        engine = create_engine(
+            "screened",
+            plane,
+            [Objective(name="score", mode="min")],
+            config={"explore_after": 1000, **config},
+            budget=Budget(max_evaluations=80),
+            seed=0,
+        )
+        drive(engine, lambda c: {"score": shallow(c)})
+        state = engine.get_state()["strategy_state"]
+        assert state["compass"]["converged"] is False  # the poll is not used up yet
+        return [r.origin for r in engine.records]
+
+    # Once the best has improved by less than 1 % of the values' spread for 16 evaluations,
+    # the half of each generation that is not polishing descends from explored points
+    # (MLSL's rule) or explores (maximin) instead of being screened; after the first
+    # design of 16, only that explores.
+    assert origins({})[16:].count("random") >= 10
+    assert origins({"settle_after": 1000})[16:].count("random") == 0
