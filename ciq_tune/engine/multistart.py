@@ -67,10 +67,15 @@ def descent_start(
         eligible: whether each point may start a descent.
         radius: the critical distance.
     """
-    for i in np.argsort(values, kind="stable"):
-        if eligible[i] and lowest_within(X, values, int(i), radius):
-            return int(i)
-    return None
+    candidates = [int(i) for i in np.argsort(values, kind="stable") if eligible[i]]
+    if not candidates:
+        return None
+    # All candidates at once (one row each): as low or lower, within the radius, not itself.
+    dist = np.linalg.norm(X[candidates][:, None, :] - X[None, :, :], axis=2)
+    blocked = (dist <= radius) & (values[None, :] <= values[candidates][:, None])
+    blocked[np.arange(len(candidates)), candidates] = False
+    free = np.flatnonzero(~blocked.any(axis=1))
+    return candidates[int(free[0])] if free.size else None
 
 
 class LocalDescent:

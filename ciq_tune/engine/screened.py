@@ -306,8 +306,10 @@ class ScreenedGA(GA):
         """A descent that found the best configuration so far becomes the polish (its steps
         already fit its basin)."""
         descent = self._descent
+        if descent is None:
+            return
         good, _ = self._split()
-        if descent is None or not good or good[0].candidate_id not in descent.ids:
+        if not good or good[0].candidate_id not in descent.ids:
             return
         # Its steps and centre, refined down to one value from now on.
         self._compass = CompassSearch(self.space)
@@ -321,12 +323,14 @@ class ScreenedGA(GA):
         does)."""
         if n <= 0:
             return []
-        good, _ = self._split()
         while True:
             ok, X, values, radius = self._samples()
             descent = self._descent
             if descent is None:
-                eligible = [r.candidate_id not in self._descended and r is not good[0] for r in ok]
+                best = int(np.argmin(values))  # the polish's centre starts nothing
+                eligible = [
+                    i != best and r.candidate_id not in self._descended for i, r in enumerate(ok)
+                ]
                 start = descent_start(X, values, eligible, radius)
                 if start is None:
                     return []
