@@ -50,9 +50,7 @@ def lowest_within(X: np.ndarray, values: np.ndarray, i: int, radius: float) -> b
     """Whether point `i` has no other point as low or lower within `radius` (rows of unit
     coordinates, absent parameters at -1; a tie counts, so that two equal points beside the
     best, on a grid symmetric about it, start nothing)."""
-    dist = np.linalg.norm(X - X[i], axis=1)
-    near = (dist <= radius) & (np.arange(len(X)) != i)
-    return not bool(np.any(near & (values <= values[i])))
+    return bool(_lowest_within(X, values, [i], radius)[0])
 
 
 def descent_start(
@@ -70,12 +68,19 @@ def descent_start(
     candidates = [int(i) for i in np.argsort(values, kind="stable") if eligible[i]]
     if not candidates:
         return None
-    # All candidates at once (one row each): as low or lower, within the radius, not itself.
-    dist = np.linalg.norm(X[candidates][:, None, :] - X[None, :, :], axis=2)
-    blocked = (dist <= radius) & (values[None, :] <= values[candidates][:, None])
-    blocked[np.arange(len(candidates)), candidates] = False
-    free = np.flatnonzero(~blocked.any(axis=1))
+    free = np.flatnonzero(_lowest_within(X, values, candidates, radius))
     return candidates[int(free[0])] if free.size else None
+
+
+def _lowest_within(
+    X: np.ndarray, values: np.ndarray, rows: Sequence[int], radius: float
+) -> np.ndarray:
+    """`lowest_within` for each of `rows` at once (one array operation: the rule runs over
+    every evaluation in every generation)."""
+    dist = np.linalg.norm(X[rows][:, None, :] - X[None, :, :], axis=2)
+    blocked = (dist <= radius) & (values[None, :] <= values[rows][:, None])
+    blocked[np.arange(len(rows)), rows] = False  # a point does not block itself
+    return ~blocked.any(axis=1)
 
 
 class LocalDescent:
