@@ -46,6 +46,7 @@ from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 from ciq_tune.engine.base import Engine
 from ciq_tune.engine.config import GeneticConfig
 from ciq_tune.engine.features import UnitFeatures
+from ciq_tune.engine.operators.sampling import initial_sampling
 from ciq_tune.engine.parzen import ParzenEstimator
 from ciq_tune.engine.proposals import Candidate
 from ciq_tune.results import EvaluationRecord
@@ -63,6 +64,20 @@ BANDWIDTH = 0.2
 class GeneticEngine(Engine):
     """`Engine` whose offspring are pre-selected and joined by immigrants after stagnation
     (see the module docstring); the strategies set their selection ranks and survival."""
+
+    def _first_generation(self) -> list[Candidate]:
+        """A design of `first_design_size` points (at most `pool_size`; all of it with a budget
+        in generations, which promises `pool_size` per generation) by `initial_sampling`, its
+        rows that break the constraints replaced by maximin draws."""
+        config = self.config
+        if not isinstance(config, GeneticConfig):  # `screened` builds its own first design
+            return super()._first_generation()
+        size = config.pool_size
+        if self.budget.max_generations is None:
+            size = min(size, config.first_design_size)
+        sampling = initial_sampling(config.initial_sampling, drop_infeasible=True)
+        first = self._first_design(size, sampling)
+        return first + self._maximin_candidates(size - len(first), self._ratio_model()[1], first)
 
     def _offspring(self, n: int) -> list[Candidate]:
         config: GeneticConfig = self.config  # type: ignore[assignment]

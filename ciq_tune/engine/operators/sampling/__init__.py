@@ -13,12 +13,14 @@ from ciq_tune.engine.operators.sampling.space_sampling import SpaceSampling
 InitialSampling = Literal["latin_hypercube", "optimized_latin_hypercube", "sobol", "random"]
 
 
-def initial_sampling(name: InitialSampling) -> Sampling:
-    """The sampling operator of a first generation, by `EngineConfig.initial_sampling`."""
+def initial_sampling(name: InitialSampling, *, drop_infeasible: bool = False) -> Sampling:
+    """The sampling operator of a first generation, by `EngineConfig.initial_sampling`.
+    `drop_infeasible`: a design's rows that break the constraints are dropped, not replaced
+    by uniform draws (uniform draws are feasible already)."""
     if name == "latin_hypercube":
-        return LatinHypercubeSampling()
+        return LatinHypercubeSampling(drop_infeasible=drop_infeasible)
     if name == "optimized_latin_hypercube":
-        return LatinHypercubeSampling(optimization="random-cd")
+        return LatinHypercubeSampling(optimization="random-cd", drop_infeasible=drop_infeasible)
     if name == "sobol":
-        return SobolSampling()
+        return SobolSampling(drop_infeasible=drop_infeasible)
     return SpaceSampling()
