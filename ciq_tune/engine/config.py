@@ -91,6 +91,8 @@ GENETIC_DEFAULTS: dict[str, Any] = {
     "compound_immigrants": True,
     "poll_neighbours": True,
     "first_design_size": 16,
+    "restart_share": 1.0,
+    "restart_sigma": 8.0,
 }
 
 
@@ -124,6 +126,11 @@ class GeneticConfig(EngineConfig):
             (and the budget is not in generations): 16 points of a scrambled Sobol' sequence
             are a net, evenly spread over every pair of parameters; 24 are not, and breeding
             from 16 evaluations starts earlier.
+        restart_share: share of a stagnating generation (after the neighbour poll) spent first
+            on local descents from random or immigrant configurations lower than every
+            evaluation within MLSL's critical distance (`engine/multistart.py`); the rest is
+            immigrants and children as before (0: no descents).
+        restart_sigma: MLSL's factor of that critical distance (larger: fewer descents).
     """
 
     initial_sampling: InitialSampling = GENETIC_DEFAULTS["initial_sampling"]
@@ -138,3 +145,5 @@ class GeneticConfig(EngineConfig):
     progress_tolerance: float = Field(default=GENETIC_DEFAULTS["progress_tolerance"], ge=0)
     poll_neighbours: bool = GENETIC_DEFAULTS["poll_neighbours"]
     first_design_size: int = Field(default=GENETIC_DEFAULTS["first_design_size"], ge=1)
+    restart_share: float = Field(default=GENETIC_DEFAULTS["restart_share"], ge=0, le=1)
+    restart_sigma: float = Field(default=GENETIC_DEFAULTS["restart_sigma"], gt=0)

@@ -16,14 +16,18 @@ does the best's.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ciq_tune.engine.coordinate_search import CompassSearch
+from ciq_tune.engine.proposals import Candidate
 from ciq_tune.space import SearchSpace
+from ciq_tune.space.space import Genes
 
 # Finest step of a descent, as a fraction of each range: a descent only has to find a value
 # below the best, and once it has, the polish resolves the basin down to one value (on the
@@ -105,3 +109,95 @@ class LocalDescent:
         descent.ids = [int(i) for i in state["ids"]]
         descent.compass.load_state(state["compass"])
         return descent
+
+
+class Restarts:
+    """MLSL's restarts over a search's evaluations: the descent under way and the candidate
+    ids of every finished one (each configuration starts at most one descent; see the module
+    docstring). The GA family's stagnating generations serve it (`engine/genetic.py`).
+
+    Args:
+        space: the search space.
+    """
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+        self.descent: LocalDescent | None = None
+        self.descended: set[int] = set()
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "descent": None if self.descent is None else self.descent.state(),
+            "descended": sorted(self.descended),
+        }
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        descent = state.get("descent")
+        self.descent = None if descent is None else LocalDescent.from_state(self.space, descent)
+        self.descended = {int(i) for i in state.get("descended", [])}
+
+    def propose(
+        self,
+        samples: Samples,
+        eligible: Sequence[bool],
+        n: int,
+        is_new: Callable[[list[Genes]], list[Genes]],
+        make: Callable[[Genes], Candidate | None],
+        rng: np.random.Generator,
+    ) -> list[Candidate]:
+        """Up to `n` poll points of the descent under way, or of a new one from the lowest
+        eligible sample that MLSL's rule lets start one (none when no sample does).
+
+        Args:
+            samples: the evaluated configurations, their coordinates, values and r_k.
+            eligible: whether each sample may start a descent (those of finished descents
+                may not, whatever this says).
+            n: how many points to propose.
+            is_new: the feasible, never-proposed genes among its argument, in order.
+            make: the candidate of new genes, or None if they were already proposed.
+            rng: the engine's generator (the order of the poll).
+        """
+        if n <= 0 or not samples.ids:
+            return []
+        ids, X, values, radius = samples.ids, samples.X, samples.values, samples.radius
+        while True:
+            descent = self.descent
+            if descent is None:
+                free = [e and i not in self.descended for e, i in zip(eligible, ids, strict=True)]
+                start = descent_start(X, values, free, radius)
+                if start is None:
+                    return []
+                descent = self.descent = LocalDescent(self.space, ids[start])
+            mine = set(descent.ids)
+            centre = min((i for i, c in enumerate(ids) if c in mine), key=values.item)
+            out: list[Candidate] = []
+            # A descent that runs within the critical distance of a lower point has reached a
+            # basin already known: it stops there.
+            if lowest_within(X, values, centre, radius):
+                genes = descent.compass.poll(samples.genes[centre], n, is_new, rng)
+                out = [c for g in genes if (c := make(g)) is not None]
+                descent.ids += [c.id for c in out]
+            if out:
+                return out
+            # Used up or merged: the next start (or none).
+            self.descended |= mine
+            self.descent = None
+
+
+@dataclass(frozen=True)
+class Samples:
+    """The evaluated configurations MLSL's rule runs over.
+
+    Args:
+        ids: candidate id of each.
+        genes: genes of each.
+        X: one row of unit coordinates each (absent parameters at -1).
+        values: the value of each (lower is better).
+        radius: the critical distance for them.
+    """
+
+    ids: list[int]
+    genes: list[Genes]
+    X: np.ndarray
+    values: np.ndarray
+    radius: float

@@ -23,6 +23,9 @@ from ciq_tune.engine.nsga2 import NSGA2
 from ciq_tune.errors import EngineError
 from ciq_tune.results import EvaluationRecord
 
+# pymoo's hyperplane normalisation, saved with the state.
+_NORMALISATION = ("ideal_point", "worst_point", "nadir_point", "extreme_points")
+
 NSGA3_DEFAULTS: dict[str, Any] = {**GENETIC_DEFAULTS, "pool_size": 24, "local_after": 1}
 
 
@@ -77,20 +80,23 @@ class NSGA3(NSGA2):
     def _strategy_state(self) -> dict[str, Any]:
         """The hyperplane normalisation (ideal, worst, nadir and extreme points) survives
         between generations in pymoo, so it is part of the state."""
+        state = super()._strategy_state()
         survival = getattr(self, "_survival", None)
         if survival is None:
-            return {}
+            return state
         norm = survival.norm
-        return {
+        return state | {
             name: None if getattr(norm, name) is None else getattr(norm, name).tolist()
-            for name in ("ideal_point", "worst_point", "nadir_point", "extreme_points")
+            for name in _NORMALISATION
         }
 
     def _load_strategy_state(self, state: Mapping[str, Any]) -> None:
-        if not state:
+        super()._load_strategy_state(state)
+        saved = {name: state[name] for name in _NORMALISATION if name in state}
+        if not saved:
             return
         norm = self._reference_survival().norm
-        for name, value in state.items():
+        for name, value in saved.items():
             setattr(norm, name, None if value is None else np.array(value, dtype=float))
 
 

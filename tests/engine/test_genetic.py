@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
 
 import ciq_tune.space as ss
 from ciq_tune.engine import Budget
+from ciq_tune.engine import Engine
 from ciq_tune.engine import Objective
 from ciq_tune.engine import create_engine
 from ciq_tune.space import SearchSpace
@@ -228,3 +230,50 @@ def test_stagnation_polls_every_neighbour_of_the_best(seed: int) -> None:
         return len(neighbours & proposed)
 
     assert polled(True) == len(neighbours) > polled(False)
+
+
+PLANE = {"x": ss.range(0, 499), "y": ss.range(0, 499)}
+
+
+def _two_basins(config: dict) -> float:
+    """A wide, shallow basin and a narrow, deep one (the battery's multi_basin, two terms)."""
+    x, y = config["x"], config["y"]
+    return min(5 + ((x - 300) ** 2 + (y - 100) ** 2) / 4000, ((x - 80) ** 2 + (y - 400) ** 2) / 40)
+
+
+def _plane_engine(config: dict, budget: int = 160) -> Engine:
+    return create_engine(
+        "ga", PLANE, ["f"], config=config, budget=Budget(max_evaluations=budget), seed=1
+    )
+
+
+def test_stagnating_generations_descend_from_random_points_lower_than_their_neighbours() -> None:
+    engine = _plane_engine({})
+    keys = drive(engine, _two_basins)
+    restarts = engine.get_state()["strategy_state"]["restarts"]
+    by_id = {r.candidate_id: r for r in engine.records}
+    descents = [*restarts["descended"], *(restarts["descent"] or {"ids": []})["ids"]]
+    starts = {i for i in descents if by_id[i].origin == "random"}
+    # Descents start at random or immigrant configurations, each followed by its poll.
+    assert starts and len(descents) > 2 * len(starts)
+    # Without restarts, the same proposals until the first stagnating generation that
+    # descended; then immigrants (and bred children) only.
+    plain = _plane_engine({"restart_share": 0.0})
+    plain_keys = drive(plain, _two_basins)
+    assert plain.get_state()["strategy_state"]["restarts"] == {"descent": None, "descended": []}
+    first = min(by_id[i].generation for i in set(descents) - starts)
+    same = sum(r.generation < first for r in engine.records)
+    assert plain_keys[:same] == keys[:same] and plain_keys[same:] != keys[same:]
+
+
+def test_a_descent_under_way_is_saved_and_restored() -> None:
+    engine, keys = _plane_engine({}), []
+    while engine.get_state()["strategy_state"]["restarts"]["descent"] is None:
+        candidate = engine.ask()
+        assert candidate is not None
+        keys.append(candidate.key)
+        engine.tell(candidate.id, _two_basins(candidate.config))
+    restored = Engine.from_state(json.loads(json.dumps(engine.get_state())))
+    keys_restored = keys + drive(restored, _two_basins)
+    keys += drive(engine, _two_basins)
+    assert keys_restored == keys and len(keys) == 160

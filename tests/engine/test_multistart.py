@@ -10,9 +10,13 @@ import numpy as np
 import ciq_tune.space as ss
 from ciq_tune.engine.multistart import DESCENT_FINEST_STEP
 from ciq_tune.engine.multistart import LocalDescent
+from ciq_tune.engine.multistart import Restarts
+from ciq_tune.engine.multistart import Samples
 from ciq_tune.engine.multistart import critical_distance
 from ciq_tune.engine.multistart import descent_start
 from ciq_tune.engine.multistart import lowest_within
+from ciq_tune.engine.proposals import Candidate
+from ciq_tune.engine.proposals import ProposalArchive
 from ciq_tune.space import SearchSpace
 from ciq_tune.space.space import Genes
 
@@ -55,3 +59,41 @@ def test_a_descent_round_trips_through_json_with_its_coarse_steps() -> None:
     assert descent.compass.steps == finest and descent.compass.converged
     restored = LocalDescent.from_state(space, json.loads(json.dumps(descent.state())))
     assert restored.ids == [7, 9, 12] and restored.state() == descent.state()
+
+
+def test_restarts_descend_from_the_lowest_free_sample_and_stop_at_a_lower_point() -> None:
+    space = SearchSpace({"a": ss.range(0, 100), "b": ss.range(0, 100)})
+    archive = ProposalArchive(space)
+    archive.next_id = 100  # the samples' ids are below
+    restarts = Restarts(space)
+
+    def make(genes: Genes) -> Candidate | None:
+        return archive.candidate(genes, "offspring", 0)
+
+    def samples(points: list[tuple[tuple[int, int], float]]) -> Samples:
+        genes: list[Genes] = [g for g, _ in points]
+        X = np.array([[a / 100, b / 100] for (a, b), _ in points])
+        values = np.array([v for _, v in points])
+        return Samples(list(range(len(points))), genes, X, values, 0.2)
+
+    rng = np.random.default_rng(0)
+    points: list[tuple[tuple[int, int], float]] = [
+        ((10, 10), 1.0),
+        ((12, 10), 2.0),
+        ((90, 90), 4.0),
+        ((50, 50), 3.0),
+    ]
+    # Point 0 is the best (not eligible) and lies beside point 1: 3 is the lowest free one.
+    eligible = [False, True, True, True]
+    out = restarts.propose(samples(points), eligible, 4, archive.new_genes, make, rng)
+    assert restarts.descent is not None and restarts.descent.ids == [3] + [c.id for c in out]
+    # Its compass poll: the four coordinate moves around (50, 50), 1/8 of each range away.
+    assert sorted(c.genes for c in out) == [(38, 50), (50, 38), (50, 62), (62, 50)]
+    # A lower evaluation (a bred child, not eligible) within the critical distance of its
+    # centre stops it; its start never starts another, and the next free sample (2) does.
+    points.append(((52, 50), 2.5))
+    out = restarts.propose(samples(points), [*eligible, False], 4, archive.new_genes, make, rng)
+    assert 3 in restarts.descended and restarts.descent.ids[0] == 2 and len(out) == 4
+    restored = Restarts(space)
+    restored.load_state(json.loads(json.dumps(restarts.state())))
+    assert restored.state() == restarts.state()
