@@ -75,6 +75,11 @@ MAX_GOOD = 25
 # Kernel width of ordered parameters at one observation, as a fraction of the range (the
 # `screened` strategy's default).
 BANDWIDTH = 0.2
+# A parameter with more values than this (or a continuous one) is wide: one step of it is
+# narrower than the model's kernels, so spaces with one are polished by `screened` and get
+# local descents (short lists do not: on the recorded kernel spaces both cost evaluations the
+# model and breeding spend better).
+WIDE_VALUES = 32
 
 
 class GeneticEngine(Engine):
@@ -167,6 +172,10 @@ class GeneticEngine(Engine):
                 out.append(candidate)
         return out
 
+    def _wide(self) -> bool:
+        """Whether the space has a wide parameter (`WIDE_VALUES`)."""
+        return any(p.cardinality() > WIDE_VALUES for p in self.space.params)
+
     def _multistart(self) -> Restarts:
         if getattr(self, "_restarts", None) is None:
             self._restarts = Restarts(self.space)
@@ -183,15 +192,11 @@ class GeneticEngine(Engine):
         """Up to `n` poll points of a local descent (`engine/multistart.py`) from a random or
         immigrant configuration that is lower than every evaluation within MLSL's critical
         distance (not from the best: breeding and the neighbour poll work around it)."""
-        # Lazily: `screened` builds on the GA family. Its threshold of a wide parameter, for
-        # the same reason: on short-list kernel spaces descents cost what breeding spends
+        # Wide spaces only: on short-list kernel spaces descents cost what breeding spends
         # better (evaluations to 95 % on the 2018 AMD GEMM replay, 20 seeds: 112 -> 194).
-        from ciq_tune.engine.screened import WIDE_VALUES
-
         config: GeneticConfig = self.config  # type: ignore[assignment]
         ok = [r for r in self._records if r.ok]
-        wide = any(p.cardinality() > WIDE_VALUES for p in self.space.params)
-        if n <= 0 or len(ok) < 2 or not wide:
+        if n <= 0 or len(ok) < 2 or not self._wide():
             return []
         features = self._ratio_model()[1]
         X = np.nan_to_num(features([r.genes for r in ok], [r.key for r in ok]), nan=-1)

@@ -114,7 +114,8 @@ class LocalDescent:
 class Restarts:
     """MLSL's restarts over a search's evaluations: the descent under way and the candidate
     ids of every finished one (each configuration starts at most one descent; see the module
-    docstring). The GA family's stagnating generations serve it (`engine/genetic.py`).
+    docstring). `screened` runs them from its exploring share, the GA family from its
+    stagnating generations.
 
     Args:
         space: the search space.

@@ -11,7 +11,7 @@ low (tree-structured Parzen estimator, Bergstra et al., NeurIPS 2011, eqs. 2-4; 
 classifier of "good or not" over pattern moves follows Helion's `LFBOTreeSearch`, after Song
 et al., ICML 2022, "A general recipe for likelihood-free Bayesian optimization").
 
-In a space with a wide parameter (more than `WIDE_VALUES` values, or continuous), a
+In a space with a wide parameter (more than `genetic.WIDE_VALUES` values, or continuous), a
 `polish_share` of each generation polishes the best configuration by compass search, unscreened
 (`engine/coordinate_search.py`: one step size per parameter, doubled after a move along it
 found a new best, halved once both of its moves were tried without one). The model's kernels
@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 from typing import ClassVar
 from typing import Literal
@@ -70,21 +71,14 @@ from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.coordinate_search import CompassSearch
 from ciq_tune.engine.features import UnitFeatures
 from ciq_tune.engine.ga import GA
-from ciq_tune.engine.multistart import LocalDescent
+from ciq_tune.engine.multistart import Samples
 from ciq_tune.engine.multistart import critical_distance
-from ciq_tune.engine.multistart import descent_start
-from ciq_tune.engine.multistart import lowest_within
 from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
 from ciq_tune.engine.operators.sampling.sobol import SobolSampling
 from ciq_tune.engine.parzen import ParzenEstimator
 from ciq_tune.engine.proposals import Candidate
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.space.space import Genes
-
-# A parameter with more values than this (or a continuous one) is wide: one step of it is
-# narrower than the model's kernels, so spaces with one are polished (short lists are not: on
-# the recorded kernel spaces polishing costs evaluations the model spends better).
-WIDE_VALUES = 32
 
 SCREENED_DEFAULTS: dict[str, Any] = {
     "pool_size": 4,
@@ -178,13 +172,6 @@ class ScreenedGA(GA):
     name: ClassVar[str] = "screened"
     config_model: ClassVar[type[EngineConfig]] = ScreenedGAConfig
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # The local descent under way from an explored configuration, and the candidate ids
-        # of every finished descent (`engine/multistart.py`).
-        self._descent: LocalDescent | None = None
-        self._descended: set[int] = set()
-
     def _model(self) -> ParzenEstimator:
         if getattr(self, "_parzen", None) is None:
             config: ScreenedGAConfig = self.config  # type: ignore[assignment]
@@ -201,21 +188,13 @@ class ScreenedGA(GA):
         return self._compass
 
     def _strategy_state(self) -> dict[str, Any]:
-        return {
-            "compass": self._compass_search().state(),
-            "descent": None if self._descent is None else self._descent.state(),
-            "descended": sorted(self._descended),
-        }
+        # The restarts' "descent" and "descended" beside the compass, as saved before.
+        return {"compass": self._compass_search().state(), **self._multistart().state()}
 
     def _load_strategy_state(self, state: Mapping[str, Any]) -> None:
         if state.get("compass"):
             self._compass_search().load_state(state["compass"])
-        descent = state.get("descent")
-        self._descent = None if descent is None else LocalDescent.from_state(self.space, descent)
-        self._descended = {int(i) for i in state.get("descended", [])}
-
-    def _wide(self) -> bool:
-        return any(p.cardinality() > WIDE_VALUES for p in self.space.params)
+        self._multistart().load_state(state)
 
     def _first_generation(self) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
@@ -305,7 +284,8 @@ class ScreenedGA(GA):
     def _promote_descent(self) -> None:
         """A descent that found the best configuration so far becomes the polish (its steps
         already fit its basin)."""
-        descent = self._descent
+        restarts = self._multistart()
+        descent = restarts.descent
         if descent is None:
             return
         good, _ = self._split()
@@ -314,54 +294,37 @@ class ScreenedGA(GA):
         # Its steps and centre, refined down to one value from now on.
         self._compass = CompassSearch(self.space)
         self._compass.load_state(descent.compass.state())
-        self._descended |= set(descent.ids)
-        self._descent = None
+        restarts.descended |= set(descent.ids)
+        restarts.descent = None
 
     def _descend(self, n: int) -> list[Candidate]:
         """Up to `n` poll points of the local descent under way, or of a new one from the
         lowest configuration that MLSL's rule lets start one (none when no configuration
-        does)."""
+        does); the polish's centre, the best, starts none."""
         if n <= 0:
             return []
-        while True:
-            ok, X, values, radius = self._samples()
-            descent = self._descent
-            if descent is None:
-                best = int(np.argmin(values))  # the polish's centre starts nothing
-                eligible = [
-                    i != best and r.candidate_id not in self._descended for i, r in enumerate(ok)
-                ]
-                start = descent_start(X, values, eligible, radius)
-                if start is None:
-                    return []
-                descent = LocalDescent(self.space, ok[start].candidate_id)
-                self._descent = descent
-            ids = set(descent.ids)
-            centre = min((i for i, r in enumerate(ok) if r.candidate_id in ids), key=values.item)
-            out: list[Candidate] = []
-            # A descent that runs within the critical distance of a lower point has reached a
-            # basin already known: it stops there.
-            if lowest_within(X, values, centre, radius):
-                genes = descent.compass.poll(
-                    ok[centre].genes, n, self.proposals.new_genes, self.rng
-                )
-                out = [c for g in genes if (c := self._make_candidate(g, "offspring"))]
-                descent.ids += [c.id for c in out]
-            if out:
-                return out
-            # Used up or merged without beating the best: back to exploring (or the next start).
-            self._descended |= ids
-            self._descent = None
+        samples = self._samples()
+        best = int(np.argmin(samples.values))
+        eligible = [i != best for i in range(len(samples.ids))]
+        make = partial(self._make_candidate, origin="offspring")
+        return self._multistart().propose(
+            samples, eligible, n, self.proposals.new_genes, make, self.rng
+        )
 
-    def _samples(self) -> tuple[list[EvaluationRecord], np.ndarray, np.ndarray, float]:
-        """The successful records, their unit coordinates (absent parameters at -1), values,
-        and MLSL's critical distance for them."""
+    def _samples(self) -> Samples:
+        """The successful evaluations, their unit coordinates (absent parameters at -1),
+        values, and MLSL's critical distance for them."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         self._model()
         ok = [r for r in self._records if r.ok]
         X = np.nan_to_num(self._features([r.genes for r in ok], [r.key for r in ok]), nan=-1)
-        values = np.array([self._value(r) for r in ok])
-        return ok, X, values, critical_distance(len(ok), X.shape[1], config.restart_sigma)
+        return Samples(
+            ids=[r.candidate_id for r in ok],
+            genes=[r.genes for r in ok],
+            X=X,
+            values=np.array([self._value(r) for r in ok]),
+            radius=critical_distance(len(ok), X.shape[1], config.restart_sigma),
+        )
 
     def _polish(self, n: int) -> list[Genes]:
         """About `n` new compass-search poll points around the best."""
