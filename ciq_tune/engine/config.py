@@ -77,16 +77,19 @@ class EngineConfig(BaseModel):
 
 # The GA family's breeding, chosen on battery seeds 100-199 (budgets 25/50) and 100-139
 # (multi_basin, 100-800), checked on seeds 10-29 (docs/benchmarks.md, "Session 6");
-# `local_after` (ga; NSGA-II/III set 0), `progress_tolerance` and `compound_immigrants`
-# chosen on seeds 100-199 (25-200; multi_basin and conditional 25-400), checked on seeds
-# 10-49 (docs/benchmarks.md, "Session 8").
+# `progress_tolerance` and `compound_immigrants` chosen on seeds 100-199 (25-200;
+# multi_basin and conditional 25-400), checked on seeds 10-49 (docs/benchmarks.md, "Session
+# 8"); `first_design_size` and `local_after` on seeds 100-199 (25-200), checked on seeds
+# 10-49 (docs/benchmarks.md, "Session 10"): after a first design of 16, pattern moves from
+# the second bred generation (cells behind random search per block of 20 seeds, 25-200:
+# ga 3.0 with 2, 2.6 with 1; nsga2 at 25/50: 5.4 with 0, 3.8 with 1, 4.2 with 2).
 GENETIC_DEFAULTS: dict[str, Any] = {
     "initial_sampling": "sobol",
     "preselection": 4,
     "preselected_generations": 2,
     "immigrate_after": 2,
     "immigrant_share": 0.5,
-    "local_after": 2,
+    "local_after": 1,
     "progress_tolerance": 0.01,
     "compound_immigrants": True,
     "poll_neighbours": True,

@@ -23,11 +23,6 @@ NSGA2_DEFAULTS: dict[str, Any] = {
     **GENETIC_DEFAULTS,
     "pool_size": 24,
     "crossover_prob": 0.9,
-    # Pattern moves from the second bred generation: after a first design of 16
-    # (`first_design_size`), moves in the first bred one step around the design's best
-    # instead of covering the plane (battery seeds 100-199, cells behind random search at
-    # 25/50 per block of 20 seeds: 5.4 with 0, 3.8 with 1, 4.2 with 2).
-    "local_after": 1,
 }
 
 
@@ -35,7 +30,6 @@ class NSGA2Config(GeneticConfig):
     """Settings of `NSGA2` (see `EngineConfig`); defaults in `NSGA2_DEFAULTS`."""
 
     pool_size: int = Field(default=NSGA2_DEFAULTS["pool_size"], ge=2)
-    local_after: int = Field(default=NSGA2_DEFAULTS["local_after"], ge=0)
 
 
 class NSGA2(GeneticEngine):

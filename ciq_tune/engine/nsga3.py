@@ -26,7 +26,7 @@ from ciq_tune.results import EvaluationRecord
 # pymoo's hyperplane normalisation, saved with the state.
 _NORMALISATION = ("ideal_point", "worst_point", "nadir_point", "extreme_points")
 
-NSGA3_DEFAULTS: dict[str, Any] = {**GENETIC_DEFAULTS, "pool_size": 24, "local_after": 1}
+NSGA3_DEFAULTS: dict[str, Any] = {**GENETIC_DEFAULTS, "pool_size": 24}
 
 
 class NSGA3Config(GeneticConfig):
@@ -38,7 +38,6 @@ class NSGA3Config(GeneticConfig):
     """
 
     pool_size: int = Field(default=NSGA3_DEFAULTS["pool_size"], ge=2)
-    local_after: int = Field(default=NSGA3_DEFAULTS["local_after"], ge=0)
     ref_dirs: list[list[float]] | None = Field(default=None, min_length=1)
 
 

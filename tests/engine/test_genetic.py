@@ -243,7 +243,7 @@ def _two_basins(config: dict) -> float:
 
 def _plane_engine(config: dict, budget: int = 160) -> Engine:
     return create_engine(
-        "ga", PLANE, ["f"], config=config, budget=Budget(max_evaluations=budget), seed=1
+        "ga", PLANE, ["f"], config=config, budget=Budget(max_evaluations=budget), seed=5
     )
 
 
