@@ -83,12 +83,15 @@ class EngineConfig(BaseModel):
 # 10-49 (docs/benchmarks.md, "Session 10"): after a first design of 16, pattern moves from
 # the second bred generation (cells behind random search per block of 20 seeds, 25-200:
 # ga 3.0 with 2, 2.6 with 1; nsga2 at 25/50: 5.4 with 0, 3.8 with 1, 4.2 with 2).
+# `restart_share`, `restart_sigma` and `immigrant_share` 0.75 (was 0.5) on seeds 100-199
+# (multi_basin entered by 200 evaluations; every problem 25-200), checked on seeds 10-49 at
+# 25-400 (docs/benchmarks.md, "Session 10: the GA family on several basins").
 GENETIC_DEFAULTS: dict[str, Any] = {
     "initial_sampling": "sobol",
     "preselection": 4,
     "preselected_generations": 2,
     "immigrate_after": 2,
-    "immigrant_share": 0.5,
+    "immigrant_share": 0.75,
     "local_after": 1,
     "progress_tolerance": 0.01,
     "compound_immigrants": True,

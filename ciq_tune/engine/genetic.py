@@ -109,7 +109,7 @@ class GeneticEngine(Engine):
             if config.poll_neighbours:
                 out += self._best_neighbours(n)
             # Each further generation without progress breeds `1 - immigrant_share` of the
-            # share bred before (0.5, 0.75, 0.875, ... immigrants), never none.
+            # share bred before (0.75, 0.94, ... immigrants for a share of 0.75), never none.
             repeats = stalled - after + 1 if config.compound_immigrants else 1
             share = 1.0 - (1.0 - config.immigrant_share) ** repeats
             # Descents first (none while no evaluation may start one), immigrants after.
