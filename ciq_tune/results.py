@@ -19,6 +19,7 @@ from pydantic import ConfigDict
 from pydantic import Field
 
 from ciq_tune.errors import EngineError
+from ciq_tune.errors import ReportError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -182,6 +183,55 @@ class SearchResults:
             row["config_json"] = json.dumps(r.config, sort_keys=True)
             rows.append(row)
         return pd.DataFrame(rows)
+
+    @classmethod
+    def from_table(
+        cls, table: pd.DataFrame, objectives: Sequence[Objective], *, source: str = "table"
+    ) -> SearchResults:
+        """The results of an earlier search from its `table()` (read back from
+        evaluations.csv or .parquet): configurations from `config_json`, values from the
+        objectives' columns. Genes are left empty: they belong to the space searched then.
+
+        Raises:
+            ReportError: a column is missing or a row's `config_json` is not JSON; the
+                message names `source`, the column and the row.
+        """
+        import pandas as pd
+
+        names = [o.name for o in objectives]
+        missing = [c for c in ("config_json", "status", *names) if c not in table.columns]
+        if missing:
+            raise ReportError(
+                f"{source}: needs the columns {missing} (an evaluations table written by "
+                f"ciq-tune, objectives {names}); has {list(table.columns)}"
+            )
+        # A value that is not a number (an empty cell of a failure) reads as NaN: not ok.
+        numbers = {n: pd.to_numeric(table[n], errors="coerce").to_numpy(float) for n in names}
+        records = []
+        for i, row in enumerate(table.to_dict("records")):
+            try:
+                config = json.loads(row["config_json"])
+            except (TypeError, ValueError) as exc:
+                raise ReportError(
+                    f"{source}: row {i + 1}, column config_json must be a JSON configuration, "
+                    f"got {row['config_json']!r}"
+                ) from exc
+            values = {n: float(numbers[n][i]) for n in names}
+            ok = row["status"] == OK and all(math.isfinite(v) for v in values.values())
+            records.append(
+                EvaluationRecord(
+                    candidate_id=int(row.get("candidate_id", i)),
+                    generation=int(row.get("generation", 0)),
+                    config=config,
+                    genes=(),
+                    key=str(row["config_json"]),
+                    origin=str(row.get("origin", "")),
+                    status=str(row["status"]) if row["status"] != OK or ok else "invalid_result",
+                    values=values if ok else None,
+                    elapsed_s=float(row["elapsed_s"]) if pd.notna(row.get("elapsed_s")) else 0.0,
+                )
+            )
+        return cls(objectives, records)
 
     def to_csv(self, path: str | Path) -> Path:
         path = Path(path)

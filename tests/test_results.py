@@ -88,3 +88,36 @@ def test_table_has_status_and_a_one_line_error() -> None:
     table = SearchResults([Objective(name="spill", mode="min")], records).table()
     assert list(table["status"]) == ["ok", "compile_error"]
     assert list(table["error"]) == ["", "ptxas fatal: Missing .version"]
+
+
+def test_results_read_back_from_their_table(tmp_path) -> None:
+    import pandas as pd
+    import pytest
+
+    from ciq_tune.errors import ReportError
+
+    objectives = [Objective(name="t"), Objective(name="g", mode="max")]
+    records = [
+        _record(0, {"t": 2.0, "g": 5.0}),
+        _record(1, None, status="compile_error"),
+        _record(2, {"t": 1.0, "g": 9.0}),
+    ]
+    path = SearchResults(objectives, records).to_csv(tmp_path / "evaluations.csv")
+    back = SearchResults.from_table(pd.read_csv(path), objectives, source=str(path))
+    assert [(r.config, r.status, r.values) for r in back.records] == [
+        (r.config, r.status, r.values) for r in records
+    ]
+    assert back.best_config == {"i": 2}
+    # A value that is not a number cannot be "ok".
+    table = pd.read_csv(path).assign(t=["x", "", "1.0"])
+    assert [r.status for r in SearchResults.from_table(table, objectives).records] == [
+        "invalid_result",
+        "compile_error",
+        "ok",
+    ]
+    with pytest.raises(ReportError, match=r"evaluations.csv: needs the columns \['g'\]"):
+        SearchResults.from_table(pd.read_csv(path).drop(columns="g"), objectives, source=str(path))
+    with pytest.raises(ReportError, match="row 2, column config_json must be a JSON"):
+        SearchResults.from_table(
+            pd.read_csv(path).assign(config_json=['{"i": 0}', "{oops", "{}"]), objectives
+        )
