@@ -44,6 +44,7 @@ from ciq_tune.engine.operators.sampling import initial_sampling
 from ciq_tune.engine.proposals import Candidate
 from ciq_tune.engine.proposals import Origin
 from ciq_tune.engine.proposals import ProposalArchive
+from ciq_tune.engine.transfer import transfer_genes
 from ciq_tune.errors import EngineError
 from ciq_tune.errors import SpaceError
 from ciq_tune.errors import StateError
@@ -83,6 +84,9 @@ class Engine:
             missing parameters take their defaults.
         baseline: a configuration evaluated first and marked as the baseline, or "default"
             for every parameter's default (knocked-out options not passed).
+        transfer_from: an earlier search of the same kernel (another GPU or shape): its
+            `transfer_points` best configurations that fit this space are evaluated in the
+            first generation, after `initial_points` (`engine/transfer.py`).
     """
 
     name: ClassVar[str] = "base"
@@ -100,6 +104,7 @@ class Engine:
         seed: int | None = None,
         initial_points: Sequence[Any] = (),
         baseline: Any = None,
+        transfer_from: SearchResults | None = None,
     ) -> None:
         self.space = space if isinstance(space, SearchSpace) else SearchSpace(space)
         self.objectives = _objectives(objectives)
@@ -143,7 +148,7 @@ class Engine:
         self._exhausted = False
         self._elapsed_before = 0.0
         self._clock_start = time.monotonic()
-        self._warm_start = self._encode_warm_start(initial_points, baseline)
+        self._warm_start = self._encode_warm_start(initial_points, baseline, transfer_from)
 
     # -- public API ----------------------------------------------------------------------------
     def ask(self) -> Candidate | None:
@@ -554,7 +559,7 @@ class Engine:
         return True
 
     def _encode_warm_start(
-        self, initial_points: Sequence[Any], baseline: Any
+        self, initial_points: Sequence[Any], baseline: Any, transfer_from: SearchResults | None
     ) -> list[tuple[Genes, str]]:
         points: list[tuple[Genes, str]] = []
         if baseline is not None:
@@ -566,6 +571,12 @@ class Engine:
             points.append((genes, "baseline"))
         for point in initial_points:
             points.append((self._encode_point(point, "initial_points"), "initial"))
+        if transfer_from is not None:
+            given = [genes for genes, _ in points]
+            limit = self.config.transfer_points
+            points += [
+                (g, "transfer") for g in transfer_genes(transfer_from, self.space, limit, given)
+            ]
         return points
 
     def _encode_point(self, point: Any, what: str) -> Genes:

@@ -51,6 +51,8 @@ class EngineConfig(BaseModel):
         min_pass_fraction: a generation in which fewer candidates than this fraction of
             `pool_size` pass is refilled with new candidates (up to `max_refills` times).
         max_refills: refills allowed per generation.
+        transfer_points: best configurations of an earlier search (`transfer_from`) evaluated
+            in the first generation.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -64,6 +66,7 @@ class EngineConfig(BaseModel):
     steady_state: bool = False
     min_pass_fraction: float = Field(default=0.25, ge=0, le=1)
     max_refills: int = Field(default=1, ge=0)
+    transfer_points: int = Field(default=4, ge=0)
 
     @model_validator(mode="after")
     def _survivors_fit(self) -> EngineConfig:

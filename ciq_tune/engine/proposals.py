@@ -22,7 +22,7 @@ from ciq_tune.engine.operators.duplicates.config_duplicates import config_key
 from ciq_tune.space import SearchSpace
 from ciq_tune.space.space import Genes
 
-Origin = Literal["baseline", "initial", "random", "offspring"]
+Origin = Literal["baseline", "initial", "transfer", "random", "offspring"]
 
 
 @dataclass(frozen=True)
