@@ -34,6 +34,8 @@ from ciq_tune.engine import SearchResults
 from ciq_tune.engine import create_engine
 from ciq_tune.errors import ConstraintError
 from ciq_tune.errors import StateError
+from ciq_tune.report.table import find_table
+from ciq_tune.report.table import load_evaluations
 from ciq_tune.results import OK
 
 logger = logging.getLogger(__name__)
@@ -91,6 +93,10 @@ class CompileIQSearcher(Searcher):
         constraints: expressions such as "BM * BN <= 65536" that every proposal satisfies.
         points_to_evaluate: configurations evaluated first (warm start; may be partial).
         baseline: a configuration (or "default") evaluated first and marked as the baseline.
+        transfer_from: an earlier search of the same kernel (on another GPU or shape): its
+            `SearchResults`, or a run folder or evaluations table (.csv/.parquet) that
+            `ciq-tune tune` wrote. Its best configurations that fit this space (4, the engine
+            setting `transfer_points`) are evaluated first, after `points_to_evaluate`.
         weights: per-objective weights used to pick the best point of a Pareto front.
         seed: makes the sequence of proposals reproducible.
 
@@ -141,6 +147,7 @@ class CompileIQSearcher(Searcher):
         constraints: Sequence[str] = (),
         points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
         baseline: Mapping[str, Any] | str | None = None,
+        transfer_from: SearchResults | str | os.PathLike[str] | None = None,
         weights: Sequence[float] | None = None,
         seed: int | None = None,
     ) -> None:
@@ -172,6 +179,9 @@ class CompileIQSearcher(Searcher):
         self._engine_config = config
         self._points = list(points_to_evaluate or [])
         self._baseline = baseline
+        if transfer_from is not None and not isinstance(transfer_from, SearchResults):
+            transfer_from = str(find_table(os.fspath(transfer_from)))  # a missing table fails here
+        self._transfer_from = transfer_from
         self._weights = list(weights) if weights is not None else None
         self._seed = seed
         self._engine: Engine | None = None
@@ -291,6 +301,10 @@ class CompileIQSearcher(Searcher):
                 "engine_config": self._engine_config,
                 "points_to_evaluate": self._points,
                 "baseline": self._baseline,
+                # Only a table's path: once the engine exists, its state holds what was taken.
+                "transfer_from": (
+                    self._transfer_from if isinstance(self._transfer_from, str) else None
+                ),
                 "weights": self._weights,
                 "seed": self._seed,
             },
@@ -322,6 +336,7 @@ class CompileIQSearcher(Searcher):
         self._engine_config = settings["engine_config"]
         self._points = settings["points_to_evaluate"]
         self._baseline = settings["baseline"]
+        self._transfer_from = settings.get("transfer_from")
         self._weights = settings["weights"]
         self._seed = settings["seed"]
         self._engine = None
@@ -435,9 +450,17 @@ class CompileIQSearcher(Searcher):
             seed=self._seed,
             initial_points=self._points,
             baseline=self._baseline,
+            transfer_from=self._earlier_search(objectives),
         )
         logger.info("CompileIQSearcher: %s", self.budget_note())
         return self._engine
+
+    def _earlier_search(self, objectives: list[Objective]) -> SearchResults | None:
+        """`transfer_from` as results, a table read now with this search's objectives."""
+        if self._transfer_from is None or isinstance(self._transfer_from, SearchResults):
+            return self._transfer_from
+        table = self._transfer_from
+        return SearchResults.from_table(load_evaluations(table), objectives, source=table)
 
     def _effective_budget(self) -> Budget:
         """The budget given, else Tune's `num_samples`, else the convergence stop."""

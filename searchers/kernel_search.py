@@ -20,6 +20,7 @@ from typing import Any
 import ray
 from ray import tune
 
+from ciq_tune.results import SearchResults
 from ciq_tune.space import SearchSpace
 from ciq_tune.validation.noise_aware import CONFIRM_ROUNDS
 from ciq_tune.validation.noise_aware import NOISE
@@ -120,13 +121,15 @@ def kernel_tuner(
     run_config: tune.RunConfig,
     time_budget_s: float | None = None,
     strategy: str = "auto",
+    transfer_from: SearchResults | None = None,
 ) -> tuple[tune.Tuner, CompileIQSearcher]:
     """The Tuner of a kernel search and its searcher (for its results after `fit`).
 
     Trials get `placement`'s resources; actors are reused, which keeps each trial slot's
     isolated benchmark worker warm (~4.5 s to start on an H100). With several GPU trials at a
     time the engine proposes whenever one ends, rather than waiting for a generation's slowest
-    compile.
+    compile. `transfer_from`: an earlier search of the kernel to start from
+    (`CompileIQSearcher`).
     """
     searcher = CompileIQSearcher(
         space=space,
@@ -137,6 +140,7 @@ def kernel_tuner(
         time_budget_s=time_budget_s,
         seed=seed,
         points_to_evaluate=points_to_evaluate,
+        transfer_from=transfer_from,
         engine_config={"steady_state": True} if placement.steady_state else None,
     )
     tuner = tune.Tuner(

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -201,6 +202,29 @@ def test_tune_writes_a_controls_file_that_apply_and_check_accept(
     assert json.loads((out / "validation.json").read_text()) == data["validation"]
     assert main(["apply", str(written)]) == 0
     assert main(["check", str(written), "--description", str(EXAMPLE)]) == 0
+    # A later run of the same kernel starts from this one's 4 best (another GPU, in real use).
+    again = tmp_path / "again"
+    assert main([*args[:-1], str(again), "--tracking", "none", "--transfer-from", str(out)]) == 0
+    later = pd.read_csv(again / "evaluations.csv").sort_values("candidate_id")
+    initial = later.query("origin == 'initial'")  # the description's starting points first
+    earlier = pd.read_csv(out / "evaluations.csv").query("status == 'ok'")
+    untried = earlier[~earlier["config_json"].isin(initial["config_json"])]
+    n = min(4, len(untried))
+    transferred = later.iloc[len(initial) : len(initial) + n]
+    assert n >= 1 and list(transferred["origin"]) == ["transfer"] * n
+    assert (later["origin"] == "transfer").sum() == n
+    assert set(transferred["config_json"]) <= set(untried["config_json"])
+    assert sorted(transferred["spill_bytes"]) == sorted(untried["spill_bytes"].nsmallest(n))
+
+
+def test_transfer_from_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["tune", str(EXAMPLE), "--out", str(tmp_path / "out"), "--transfer-from"]
+    assert main([*args, str(tmp_path / "none")]) == 2
+    assert "is not an evaluations table nor a folder" in capsys.readouterr().err
+    assert main([*args, str(tmp_path), "--stages"]) == 2
+    assert "`--transfer-from` starts one search" in capsys.readouterr().err
 
 
 @needs_ptxas

@@ -20,6 +20,8 @@ from ciq_tune.cli._options import add_verbose
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
 from ciq_tune.errors import CiqTuneError
+from ciq_tune.results import Objective
+from ciq_tune.results import SearchResults
 
 if TYPE_CHECKING:
     from ciq_tune.tracking import MlflowWriter
@@ -114,6 +116,14 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         "tuned neighbours' winners with FRACTION of --budget (default %(default)s)",
     )
     parser.add_argument(
+        "--transfer-from",
+        type=Path,
+        metavar="RUN",
+        help="start from an earlier run of this kernel (on another GPU, or another compiler): "
+        "its output folder or evaluations table; its 4 best configurations that fit this "
+        "space are evaluated first (one description without `shapes`)",
+    )
+    parser.add_argument(
         "--no-transfer",
         action="store_true",
         help="a description with `shapes`: tune every bucket independently with --budget",
@@ -162,6 +172,11 @@ def _tune(args: argparse.Namespace) -> int:
             f"`--validate-top` must be 0 (off) or a positive count, got {args.validate_top}"
         )
     check_num_cpus(args.num_cpus)
+    if args.transfer_from is not None and (args.stages or len(args.description) > 1 or args.shapes):
+        raise CiqTuneError(
+            "`--transfer-from` starts one search of one description: not with --stages, "
+            "several descriptions or --shapes"
+        )
     if args.stages:
         from ciq_tune.cli._staged import tune_staged_command
 
@@ -179,6 +194,7 @@ def _tune(args: argparse.Namespace) -> int:
         return tune_matrix_command(args, desc, settings)
     space = make_search_space(desc)
     points = starting_points(desc, space)
+    args.earlier = earlier_search(args.transfer_from, desc, space, points)
     args.out.mkdir(parents=True, exist_ok=True)
     # The MLflow writer starts before Ray is imported and started (seconds), which its own
     # start (importing MLflow, opening the store) overlaps, and finishes its backlog while the
@@ -225,6 +241,7 @@ def _search(
                 max_evaluations=args.budget,
                 seed=args.seed,
                 points_to_evaluate=points,
+                transfer_from=args.earlier,
                 run_config=tune.RunConfig(
                     name=desc.name,
                     storage_path=str(args.out.resolve() / "ray"),
@@ -253,6 +270,38 @@ def _search(
         if started_ray:
             ray.shutdown()
     return write_outputs(args.out, desc, searcher.results(), grid, points, validation)
+
+
+def earlier_search(
+    run: Path | None, desc: Any, space: Any, points: Sequence[Any]
+) -> SearchResults | None:
+    """The evaluations of the earlier run `--transfer-from` names, read with this
+    description's metric; says how many of its best configurations this search starts from
+    (after the description's starting `points`)."""
+    if run is None:
+        return None
+    from ciq_tune.engine import EngineConfig
+    from ciq_tune.engine.transfer import transfer_genes
+    from ciq_tune.report.table import find_table
+    from ciq_tune.report.table import load_evaluations
+
+    table = find_table(run)
+    objective = Objective(name=desc.metric, mode=desc.mode)
+    earlier = SearchResults.from_table(load_evaluations(table), [objective], source=str(table))
+    given = [space.encode(p, fill_defaults=True) for p in points]
+    starts = transfer_genes(earlier, space, EngineConfig().transfer_points, given)
+    if not starts:
+        raise CiqTuneError(
+            f"`--transfer-from` {table}: none of its {len(earlier.ok_records)} successful "
+            "configurations fits this description's space (other parameters or values) "
+            "or is new after its starting points"
+        )
+    print(
+        f"transfer: starting from the {len(starts)} best of {len(earlier.ok_records)} "
+        f"successful evaluations in {table} that fit and are new",
+        flush=True,
+    )
+    return earlier
 
 
 def progress_callbacks(desc: Any, budget: int, quiet: bool) -> list[Any]:
@@ -513,6 +562,7 @@ def write_run_settings(args: argparse.Namespace) -> None:
         "validate_top": args.validate_top,
         "validate_repetitions": args.validate_repetitions,
         "transfer": None if args.no_transfer else args.transfer,
+        "transfer_from": None if args.transfer_from is None else str(args.transfer_from),
         "stages": args.stages,
     }
     (args.out / RUN_SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")

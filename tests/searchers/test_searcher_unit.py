@@ -272,3 +272,25 @@ def test_space_argument_leaves_knocked_out_parameters_absent() -> None:
     configs = _drive(_searcher(max_evaluations=30))
     assert any("z" not in c for c in configs)
     assert {c["z"] for c in configs if "z" in c} == {"flag"}
+
+
+def test_transfer_from_an_earlier_runs_table(tmp_path) -> None:
+    from ciq_tune.errors import ReportError
+
+    with pytest.raises(ReportError, match="is not an evaluations table nor a folder"):
+        _searcher(transfer_from=tmp_path / "nothing")
+    earlier = _searcher(max_evaluations=12)
+    for i in range(12):
+        config = earlier.suggest(f"e{i}")
+        earlier.on_trial_complete(f"e{i}", {"score": (config["x"] - 6) ** 2 + config["y"]})
+    earlier.results().to_csv(tmp_path / "evaluations.csv")
+    best = [r.config for r in earlier.results().best(4)]
+
+    searcher = _searcher(transfer_from=tmp_path)  # the run folder: its evaluations.csv
+    restored = _searcher()
+    restored.set_state(json.loads(json.dumps(searcher.get_state())))
+    for s in (searcher, restored):
+        assert [s.suggest(f"t{i}") for i in range(4)] == best
+    for i in range(4):
+        searcher.on_trial_complete(f"t{i}", {"score": 1.0})
+    assert [r.origin for r in searcher.results().records] == ["transfer"] * 4
