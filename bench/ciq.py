@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +12,9 @@ from bench.replay import BenchError
 from bench.replay import Problem
 from bench.replay import Replay
 from ciq_tune.engine import Budget
+from ciq_tune.engine import Engine
 from ciq_tune.engine import Objective
+from ciq_tune.engine import SearchResults
 from ciq_tune.engine import create_engine
 
 METRIC = "time_ms"
@@ -24,12 +27,18 @@ ENGINE_TUNERS = {
 }
 
 
-def engine_tuner(strategy: str, config: Mapping[str, Any] | None = None) -> Tuner:
+def engine_tuner(
+    strategy: str,
+    config: Mapping[str, Any] | None = None,
+    transfer: Callable[[Problem, int], SearchResults] | None = None,
+) -> Tuner:
     """A tuner driving `create_engine(strategy, ...)` by ask/tell, one evaluation at a time.
 
     Args:
         strategy: an engine strategy name ("auto", "ga", …).
         config: strategy settings (its `EngineConfig` fields); the strategy's defaults if None.
+        transfer: the earlier search a run of a problem with a seed starts from
+            (`bench.transfer.EarlierSearch`); None starts from scratch.
     """
 
     def run(problem: Problem, budget: int, seed: int) -> Replay:
@@ -41,21 +50,27 @@ def engine_tuner(strategy: str, config: Mapping[str, Any] | None = None) -> Tune
             config=dict(config or {}),
             budget=Budget(max_evaluations=replay.budget),
             seed=seed,
+            transfer_from=None if transfer is None else transfer(problem, seed),
         )
-        while not engine.finished:
-            candidate = engine.ask()
-            if candidate is None:
-                raise BenchError(
-                    f"engine {strategy!r} returned no candidate with nothing out for evaluation"
-                )
-            time = replay.evaluate(candidate.config)
-            if time is None:
-                engine.tell(candidate.id, None, status="error")
-            else:
-                engine.tell(candidate.id, {METRIC: time})
+        drive(engine, replay)
         return replay
 
     return run
+
+
+def drive(engine: Engine, replay: Replay) -> None:
+    """Ask, evaluate on the record and tell until the engine has finished."""
+    while not engine.finished:
+        candidate = engine.ask()
+        if candidate is None:
+            raise BenchError(
+                f"engine {engine.name!r} returned no candidate with nothing out for evaluation"
+            )
+        time = replay.evaluate(candidate.config)
+        if time is None:
+            engine.tell(candidate.id, None, status="error")
+        else:
+            engine.tell(candidate.id, {METRIC: time})
 
 
 def ray_tune_replay(problem: Problem, budget: int, seed: int, *, strategy: str = "auto") -> Replay:

@@ -16,6 +16,8 @@ import json
 import math
 import tempfile
 from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +33,31 @@ Tuner = Callable[[Problem, int, int], Replay]
 MAX_PROPOSALS_PER_EVAL = 50
 
 
-def run_random(problem: Problem, budget: int, seed: int) -> Replay:
-    """Uniform random search over the feasible set, without replacement."""
+def run_random(
+    problem: Problem, budget: int, seed: int, start: Sequence[Mapping[str, Any]] = ()
+) -> Replay:
+    """Uniform random search over the feasible set, without replacement, after the `start`
+    configurations (a warm start)."""
     replay = Replay(problem, budget)
+    for config in start[: replay.budget]:
+        replay.evaluate(config)
     rng = np.random.default_rng(seed)
-    for index in rng.permutation(len(problem.feasible))[: replay.budget]:
+    for index in rng.permutation(len(problem.feasible)):
+        if replay.finished:
+            break
         replay.evaluate(problem.config(problem.feasible[int(index)]))
     return replay
 
 
-def _run_optuna(problem: Problem, budget: int, sampler: Any) -> Replay:
+def _run_optuna(
+    problem: Problem, budget: int, sampler: Any, start: Sequence[Mapping[str, Any]]
+) -> Replay:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="minimize", sampler=sampler)
+    for config in start:  # Optuna's warm start: evaluated first, then learned from
+        study.enqueue_trial(dict(config))
     replay = Replay(problem, budget)
     choices = {
         p: sorted({k[i] for k in problem.feasible}, key=repr) for i, p in enumerate(problem.params)
@@ -62,18 +75,24 @@ def _run_optuna(problem: Problem, budget: int, sampler: Any) -> Replay:
     return replay
 
 
-def run_optuna_tpe(problem: Problem, budget: int, seed: int) -> Replay:
-    """Optuna's default sampler (TPE, default settings), categorical parameters."""
+def run_optuna_tpe(
+    problem: Problem, budget: int, seed: int, start: Sequence[Mapping[str, Any]] = ()
+) -> Replay:
+    """Optuna's default sampler (TPE, default settings), categorical parameters; the `start`
+    configurations first (enqueued trials)."""
     import optuna
 
-    return _run_optuna(problem, budget, optuna.samplers.TPESampler(seed=seed))
+    return _run_optuna(problem, budget, optuna.samplers.TPESampler(seed=seed), start)
 
 
-def run_optuna_nsga2(problem: Problem, budget: int, seed: int) -> Replay:
-    """Optuna's NSGA-II sampler on one objective (a genetic algorithm), default settings."""
+def run_optuna_nsga2(
+    problem: Problem, budget: int, seed: int, start: Sequence[Mapping[str, Any]] = ()
+) -> Replay:
+    """Optuna's NSGA-II sampler on one objective (a genetic algorithm), default settings; the
+    `start` configurations first (enqueued trials)."""
     import optuna
 
-    return _run_optuna(problem, budget, optuna.samplers.NSGAIISampler(seed=seed))
+    return _run_optuna(problem, budget, optuna.samplers.NSGAIISampler(seed=seed), start)
 
 
 def _kernel_tuner_cache(problem: Problem, path: Path) -> None:

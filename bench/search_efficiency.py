@@ -38,13 +38,21 @@ from bench.replay import BenchError
 from bench.replay import best_fraction_trace
 from bench.replay import list_datasets
 from bench.replay import load_problem
+from bench.transfer import EARLIER_BUDGET
+from bench.transfer import EarlierSearch
+from bench.transfer import transfer_tuners
 
 DEFAULT_TUNERS = ("ciq", "random", "optuna_tpe", "optuna_nsga2", "kt_genetic_algorithm")
 
 
-def tuners(ciq_config: dict[str, Any] | None = None) -> dict[str, Tuner]:
+def tuners(
+    ciq_config: dict[str, Any] | None = None, transfer: EarlierSearch | None = None
+) -> dict[str, Tuner]:
     """Every tuner the harness can run, by name; `ciq_config` sets the `ciq` tuner's
-    settings (the default strategy's; its defaults if None)."""
+    settings (the default strategy's; its defaults if None); with `transfer`, the tuners that
+    start from that earlier search (`bench.transfer`)."""
+    if transfer is not None:
+        return transfer_tuners(transfer, ciq_config)
     out = {
         name: engine_tuner(strategy, ciq_config if name == "ciq" else None)
         for name, strategy in ENGINE_TUNERS.items()
@@ -53,11 +61,14 @@ def tuners(ciq_config: dict[str, Any] | None = None) -> dict[str, Tuner]:
     return out
 
 
-def _run_job(job: tuple[str, str, str, int, int, dict[str, Any]]) -> dict[str, Any]:
-    data, dataset, tuner, seed, budget, ciq_config = job
+def _run_job(job: tuple[str, str, str, int, int, dict[str, Any], int | None]) -> dict[str, Any]:
+    data, dataset, tuner, seed, budget, ciq_config, earlier_budget = job
     problem = load_problem(data, dataset)
+    transfer = None if earlier_budget is None else EarlierSearch(data, earlier_budget)
+    if transfer is not None:
+        transfer(problem, seed)  # the earlier search is not the tuner's time
     start = time.perf_counter()
-    replay = tuners(ciq_config)[tuner](problem, budget, seed)
+    replay = tuners(ciq_config, transfer)[tuner](problem, budget, seed)
     seconds = time.perf_counter() - start
     return {
         "dataset": dataset,
@@ -187,14 +198,32 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="settings of the `ciq` tuner (the default strategy) as JSON, for tuning it, "
         "e.g. '{\"explore_share\": 0.5}'",
     )
+    parser.add_argument(
+        "--transfer",
+        action="store_true",
+        help="start every run from an earlier search of the same kernel on another GPU "
+        "(bench/transfer.py); Kernel Tuner's strategies take no warm start",
+    )
+    parser.add_argument(
+        "--earlier-budget",
+        type=int,
+        default=EARLIER_BUDGET,
+        help="evaluations of that earlier search",
+    )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", required=True, help="JSON file; the table goes beside it (.md)")
     args = parser.parse_args(argv)
-    known = tuners()
+    if args.earlier_budget < 1:
+        parser.error(f"--earlier-budget must be at least 1, got {args.earlier_budget}")
+    known = tuners(transfer=EarlierSearch(args.data) if args.transfer else None)
     args.tuner_names = [t.strip() for t in args.tuners.split(",") if t.strip()]
     unknown = [t for t in args.tuner_names if t not in known]
     if unknown:
-        parser.error(f"--tuners names unknown tuners {unknown}; known: {', '.join(known)}")
+        parser.error(
+            f"--tuners names unknown tuners {unknown}; known"
+            + (" with --transfer" if args.transfer else "")
+            + f": {', '.join(known)}"
+        )
     if args.seeds < 1:
         parser.error(f"--seeds must be at least 1, got --seeds={args.seeds}")
     budgets = {}
@@ -221,7 +250,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     jobs = [
-        (args.data, d, t, s, args.budgets.get(t, args.budget), args.ciq_config)
+        (
+            args.data,
+            d,
+            t,
+            s,
+            args.budgets.get(t, args.budget),
+            args.ciq_config,
+            args.earlier_budget if args.transfer else None,
+        )
         for d in datasets
         for t in args.tuner_names
         for s in range(args.seeds)
@@ -239,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "budget": args.budget,
         "tuner_budgets": args.budgets,
         "ciq_config": args.ciq_config,
+        "transfer": {"earlier_budget": args.earlier_budget} if args.transfer else None,
         "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, {args.workers} workers",
         "wall_s": time.perf_counter() - start,

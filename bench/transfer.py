@@ -1,0 +1,115 @@
+"""Transfer in the replay harness: each dataset is searched after an earlier search of the same
+kernel on another GPU, as a user who tuned that kernel before would start.
+
+The earlier search is the default strategy's, `EARLIER_BUDGET` evaluations on a sibling dataset
+(another file of the same folder: the same kernel and space on another GPU), the sibling chosen
+by the seed in turn, with its own seed (`EARLIER_SEED` + seed). Every tuner starts from the same
+configurations of it, chosen by the engine's rule (`ciq_tune.engine.transfer.transfer_genes`):
+ours through `transfer_from`, Optuna's samplers as enqueued trials, random search as its first
+draws; so a peer's count differs from ours only by what each does after those.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.ciq import ENGINE_TUNERS
+from bench.ciq import METRIC
+from bench.ciq import drive
+from bench.ciq import engine_tuner
+from bench.peers import Tuner
+from bench.peers import run_optuna_nsga2
+from bench.peers import run_optuna_tpe
+from bench.peers import run_random
+from bench.replay import BenchError
+from bench.replay import Problem
+from bench.replay import Replay
+from bench.replay import list_datasets
+from bench.replay import load_problem
+from ciq_tune.engine import Budget
+from ciq_tune.engine import Objective
+from ciq_tune.engine import SearchResults
+from ciq_tune.engine import create_engine
+from ciq_tune.engine.config import EngineConfig
+from ciq_tune.engine.transfer import transfer_genes
+
+EARLIER_BUDGET = 100
+EARLIER_SEED = 1000
+
+
+@dataclass(frozen=True)
+class EarlierSearch:
+    """The earlier search a run of `problem` with `seed` starts from (see the module docstring).
+
+    Attributes:
+        data: the benchdata folder.
+        budget: evaluations of the earlier search.
+    """
+
+    data: str
+    budget: int = EARLIER_BUDGET
+
+    def source(self, problem: Problem, seed: int) -> str:
+        """The sibling dataset searched earlier: another file of `problem`'s folder with the
+        same parameters, chosen by `seed` in turn."""
+        folder = str(Path(problem.name).parent)
+        siblings = [
+            name
+            for name in list_datasets(self.data, [f"{folder}/*"])
+            if name != problem.name and load_problem(self.data, name).params == problem.params
+        ]
+        if not siblings:
+            raise BenchError(
+                f"dataset {problem.name} has no sibling with its parameters in {folder}/: "
+                "transfer needs the same kernel recorded on another GPU"
+            )
+        return siblings[seed % len(siblings)]
+
+    def __call__(self, problem: Problem, seed: int) -> SearchResults:
+        return _earlier_results(self.data, self.source(problem, seed), seed, self.budget)
+
+    def start(self, problem: Problem, seed: int) -> list[dict[str, Any]]:
+        """The configurations every tuner starts from, best first (the engine's rule)."""
+        limit = EngineConfig().transfer_points
+        genes = transfer_genes(self(problem, seed), problem.space, limit)
+        return [problem.space.decode(g) for g in genes]
+
+
+@functools.cache
+def _earlier_results(data: str, source: str, seed: int, budget: int) -> SearchResults:
+    problem = load_problem(data, source)
+    replay = Replay(problem, budget)
+    engine = create_engine(
+        "auto",
+        problem.space,
+        [Objective(name=METRIC, mode="min")],
+        budget=Budget(max_evaluations=replay.budget),
+        seed=EARLIER_SEED + seed,
+    )
+    drive(engine, replay)
+    return engine.result()
+
+
+def transfer_tuners(earlier: EarlierSearch, ciq_config: dict[str, Any] | None) -> dict[str, Tuner]:
+    """The tuners that can start from an earlier search, by name, each starting from `earlier`
+    (Kernel Tuner's strategies take no warm start)."""
+
+    def started(run: Callable[..., Replay]) -> Tuner:
+        return lambda problem, budget, seed: run(
+            problem, budget, seed, earlier.start(problem, seed)
+        )
+
+    engines = {
+        name: engine_tuner(strategy, ciq_config if name == "ciq" else None, earlier)
+        for name, strategy in ENGINE_TUNERS.items()
+    }
+    return {
+        **engines,
+        "random": started(run_random),
+        "optuna_tpe": started(run_optuna_tpe),
+        "optuna_nsga2": started(run_optuna_nsga2),
+    }

@@ -1,0 +1,45 @@
+"""Transfer in the replay harness: every tuner starts from the same earlier search's best."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.ciq import engine_tuner
+from bench.replay import DEFAULT_DATA
+from bench.replay import BenchError
+from bench.replay import Problem
+from bench.replay import load_problem
+from bench.search_efficiency import main
+from bench.transfer import EarlierSearch
+from bench.transfer import transfer_tuners
+
+GEMM = "kernel_tuner_paper_2018/gemm_brute_force.json.gz"
+GEMM_AMD = "kernel_tuner_paper_2018/gemm_amd_brute_force.json.gz"
+
+
+@pytest.fixture(scope="module")
+def gemm(small: Problem) -> Problem:  # `small` skips without the data
+    return load_problem(DEFAULT_DATA, GEMM)
+
+
+def test_every_tuner_starts_from_the_earlier_searchs_best(gemm: Problem) -> None:
+    earlier = EarlierSearch(str(DEFAULT_DATA), budget=30)
+    assert earlier.source(gemm, seed=5) == GEMM_AMD  # its one sibling with the same parameters
+    results = earlier(gemm, seed=5)
+    assert len(results.records) == 30
+    start = earlier.start(gemm, seed=5)
+    assert start == [r.config for r in results.best(4)]  # feasible on both GPUs' space
+    tuners = transfer_tuners(earlier, None)
+    for name in ("ciq", "random", "optuna_tpe"):
+        replay = tuners[name](gemm, 10, 5)
+        assert list(replay.seen)[:4] == [gemm.key(c) for c in start], name
+    cold = engine_tuner("auto")(gemm, 10, 5)
+    assert list(cold.seen)[:4] != list(replay.seen)[:4]
+
+
+def test_a_dataset_without_a_sibling_is_refused(small: Problem, tmp_path) -> None:
+    with pytest.raises(BenchError, match="no sibling with its parameters"):
+        EarlierSearch(str(DEFAULT_DATA))(small, 0)
+    argv = ["--transfer", "--tuners", "kt_genetic_algorithm", "--seeds", "1"]
+    with pytest.raises(SystemExit):
+        main([*argv, "--out", str(tmp_path / "x.json")])
