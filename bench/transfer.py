@@ -29,6 +29,7 @@ from bench.replay import BenchError
 from bench.replay import Problem
 from bench.replay import Replay
 from bench.replay import list_datasets
+from bench.replay import load_module
 from bench.replay import load_problem
 from ciq_tune.engine import Budget
 from ciq_tune.engine import Objective
@@ -55,12 +56,19 @@ class EarlierSearch:
 
     def source(self, problem: Problem, seed: int) -> str:
         """The sibling dataset searched earlier: another file of `problem`'s folder with the
-        same parameters, chosen by `seed` in turn."""
+        same parameters, recorded on another GPU (a copy of the same GPU's data in another
+        format is no earlier search), chosen by `seed` in turn."""
         folder = str(Path(problem.name).parent)
+        registry = load_module(self.data).DATASETS
+
+        def gpu(name: str) -> str:
+            return str(registry.get(name, {}).get("gpu", name))
+
         siblings = [
             name
             for name in list_datasets(self.data, [f"{folder}/*"])
-            if name != problem.name and load_problem(self.data, name).params == problem.params
+            if gpu(name) != gpu(problem.name)
+            and load_problem(self.data, name).params == problem.params
         ]
         if not siblings:
             raise BenchError(

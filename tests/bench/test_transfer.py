@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.ciq import engine_tuner
@@ -35,6 +37,13 @@ def test_every_tuner_starts_from_the_earlier_searchs_best(gemm: Problem) -> None
         assert list(replay.seen)[:4] == [gemm.key(c) for c in start], name
     cold = engine_tuner("auto")(gemm, 10, 5)
     assert list(cold.seen)[:4] != list(replay.seen)[:4]
+
+
+def test_the_earlier_search_is_on_another_gpu_never_a_copy_of_the_same(small: Problem) -> None:
+    a100 = load_problem(DEFAULT_DATA, "benchmark_hub/convolution_milo/A100.json.gz")
+    sources = {EarlierSearch(str(DEFAULT_DATA)).source(a100, seed) for seed in range(10)}
+    gpus = {Path(s).name.split(".")[0] for s in sources}
+    assert gpus == {"A4000", "A6000", "MI250X", "W6600", "W7800"}  # not A100_T4, not MI50_old
 
 
 def test_a_dataset_without_a_sibling_is_refused(small: Problem, tmp_path) -> None:
