@@ -211,7 +211,7 @@ class SearchResults:
         for i, row in enumerate(table.to_dict("records")):
             try:
                 config = json.loads(row["config_json"])
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, RecursionError) as exc:
                 raise ReportError(
                     f"{source}: row {i + 1}, column config_json must be a JSON configuration, "
                     f"got {row['config_json']!r}"

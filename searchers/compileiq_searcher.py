@@ -35,7 +35,7 @@ from ciq_tune.engine import create_engine
 from ciq_tune.errors import ConstraintError
 from ciq_tune.errors import StateError
 from ciq_tune.report.table import find_table
-from ciq_tune.report.table import load_evaluations
+from ciq_tune.report.table import read_results
 from ciq_tune.results import OK
 
 logger = logging.getLogger(__name__)
@@ -459,8 +459,7 @@ class CompileIQSearcher(Searcher):
         """`transfer_from` as results, a table read now with this search's objectives."""
         if self._transfer_from is None or isinstance(self._transfer_from, SearchResults):
             return self._transfer_from
-        table = self._transfer_from
-        return SearchResults.from_table(load_evaluations(table), objectives, source=table)
+        return read_results(self._transfer_from, objectives)
 
     def _effective_budget(self) -> Budget:
         """The budget given, else Tune's `num_samples`, else the convergence stop."""

@@ -152,6 +152,28 @@ def _argv(*argv: str) -> Callable[[Path], list[str]]:
     return make
 
 
+def _earlier(kind: str, table: str | bytes = "") -> Callable[[Path], list[str]]:
+    """`tune --transfer-from` an earlier run whose evaluations table is hostile."""
+
+    def make(folder: Path) -> list[str]:
+        run = folder / "earlier"
+        run.mkdir()
+        path = run / "evaluations.csv"
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "zero":
+            path.symlink_to("/dev/zero")
+        elif kind == "oversize":
+            with open(path, "wb") as f:  # sparse: 65 MiB on paper, nothing on disk
+                f.truncate(65 * 1024 * 1024)
+        else:
+            path.write_bytes(table.encode() if isinstance(table, str) else table)
+        return _argv("tune", "{desc}", "--transfer-from", str(run))(folder)
+
+    return make
+
+
+EARLIER_HEAD = "candidate_id,generation,status,spill_bytes,config_json\n"
 D = BASE_DESCRIPTION
 CASES = [
     # -- kernel descriptions: YAML and JSON structure
@@ -285,6 +307,21 @@ CASES = [
     Case("timings-nan", _timings("[1.0, NaN]"), "NaN is not a JSON value"),
     Case("timings-utf16", _timings("1.0 2.0".encode("utf-16"), ".txt"), "UTF-16"),
     Case("timings-deep", _timings("[" * 1000 + "]" * 1000), "nested 1000"),
+    # -- the earlier run of `tune --transfer-from`, read before Ray starts
+    Case("earlier-fifo", _earlier("fifo"), "is not an evaluations table nor a folder"),
+    Case("earlier-dev-zero", _earlier("zero"), "is not an evaluations table nor a folder"),
+    Case("earlier-oversize", _earlier("oversize"), "too large"),
+    Case("earlier-no-metric", _earlier("csv", EARLIER_HEAD.replace("spill_bytes", "t")), "columns"),
+    Case(
+        "earlier-deep-json",
+        _earlier("csv", EARLIER_HEAD + "0,0,ok,1.0," + "[" * 100_000 + "\n"),
+        "column config_json must be a JSON",
+    ),
+    Case(
+        "earlier-nothing-fits",
+        _earlier("csv", EARLIER_HEAD + '0,0,ok,1.0,"{""params"": {""BLOCK"": 3}}"\n'),
+        "none of its 1 successful configurations fits",
+    ),
     # -- arguments, checked before Ray starts
     Case("num-cpus-zero", _argv("tune", "{desc}", "--num-cpus", "0"), "`--num-cpus`"),
     Case("budget-negative", _argv("tune", "{desc}", "--budget", "-1"), "`--budget`"),

@@ -283,11 +283,10 @@ def earlier_search(
     from ciq_tune.engine import EngineConfig
     from ciq_tune.engine.transfer import transfer_genes
     from ciq_tune.report.table import find_table
-    from ciq_tune.report.table import load_evaluations
+    from ciq_tune.report.table import read_results
 
     table = find_table(run)
-    objective = Objective(name=desc.metric, mode=desc.mode)
-    earlier = SearchResults.from_table(load_evaluations(table), [objective], source=str(table))
+    earlier = read_results(table, [Objective(name=desc.metric, mode=desc.mode)])
     given = [space.encode(p, fill_defaults=True) for p in points]
     starts = transfer_genes(earlier, space, EngineConfig().transfer_points, given)
     if not starts:

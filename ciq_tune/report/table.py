@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +12,9 @@ import numpy as np
 from ciq_tune.errors import ReportError
 from ciq_tune.results import OK
 from ciq_tune.results import Objective
+from ciq_tune.results import SearchResults
 from ciq_tune.results import non_dominated
+from ciq_tune.strict_io import read_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -19,6 +22,8 @@ if TYPE_CHECKING:
 TABLE_NAMES = ("evaluations.parquet", "evaluations.csv")
 """File names `build_report` looks for in a run folder, in this order."""
 REQUIRED_COLUMNS = ("candidate_id", "generation", "status")
+# Largest evaluations table read, in bytes: over 100 000 evaluations of a kernel search.
+MAX_TABLE_BYTES = 64 * 1024 * 1024
 # Columns of `SearchResults.table()` that are neither objectives nor parameters.
 _BOOKKEEPING = {"candidate_id", "generation", "status", "origin", "elapsed_s", "config_json"}
 CONFIG_PREFIX = "config/"
@@ -46,24 +51,36 @@ def load_evaluations(path: str | Path) -> pd.DataFrame:
     """Read an evaluations table (CSV or parquet), ordered by `candidate_id`.
 
     Raises:
-        ReportError: unreadable file, unknown suffix, or a required column is missing.
+        ReportError: not a regular file of at most `MAX_TABLE_BYTES`, unreadable, unknown
+            suffix, or a required column is missing.
     """
     import pandas as pd
 
     path = Path(path)
+    if path.suffix not in (".csv", ".parquet"):
+        raise ReportError(f"`path`={str(path)!r}: an evaluations table is .csv or .parquet")
+    data = io.BytesIO(
+        read_bytes(path, what="evaluations table", max_bytes=MAX_TABLE_BYTES, error=ReportError)
+    )
     try:
-        if path.suffix == ".parquet":
-            df = pd.read_parquet(path)
-        elif path.suffix == ".csv":
-            df = pd.read_csv(path)
-        else:
-            raise ReportError(f"`path`={str(path)!r}: an evaluations table is .csv or .parquet")
+        df = pd.read_parquet(data) if path.suffix == ".parquet" else pd.read_csv(data)
     except (OSError, ValueError) as exc:
         raise ReportError(f"cannot read evaluations table {str(path)!r}: {exc}") from exc
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise ReportError(f"{path}: missing columns {missing}; has {list(df.columns)}")
     return df.sort_values("candidate_id", kind="stable").reset_index(drop=True)
+
+
+def read_results(run: str | Path, objectives: Sequence[Objective]) -> SearchResults:
+    """The `SearchResults` of an earlier run: the evaluations table of its folder (or the
+    table itself), read with `objectives`' columns (`SearchResults.from_table`).
+
+    Raises:
+        ReportError: as `find_table`, `load_evaluations` and `SearchResults.from_table`.
+    """
+    table = find_table(run)
+    return SearchResults.from_table(load_evaluations(table), objectives, source=str(table))
 
 
 def infer_objectives(df: pd.DataFrame) -> list[Objective]:
