@@ -121,3 +121,52 @@ def transfer_tuners(earlier: EarlierSearch, ciq_config: dict[str, Any] | None) -
         "optuna_tpe": started(run_optuna_tpe),
         "optuna_nsga2": started(run_optuna_nsga2),
     }
+
+
+def summarise_runs(runs: Path) -> list[dict[str, Any]]:
+    """One row per `ciq-tune tune` output folder `ARM-SEED` under `runs` (scripts/gpu/
+    transfer.sh): evaluations, the search's own best value (optimistic) and the evaluation
+    that first came within 2 % of it, and the winner re-measured against the default."""
+    import pandas as pd
+
+    from ciq_tune.strict_io import load_yaml
+
+    rows = []
+    for folder in sorted(p for p in runs.iterdir() if p.is_dir()):
+        arm, _, seed = folder.name.rpartition("-")
+        table = pd.read_csv(folder / "evaluations.csv").sort_values("candidate_id")
+        controls = load_yaml(next(folder.glob("*.controls.yaml")))
+        ok = table[table["status"] == "ok"]
+        name = controls["benchmark"]["metric"]
+        best = float(ok[name].min())
+        within = table[name].le(1.02 * best).to_numpy().nonzero()[0]
+        again = controls["scores"].get("remeasured") or {}
+        rows.append(
+            {
+                "arm": arm,
+                "seed": int(seed),
+                "evaluations": len(table),
+                "search_best": best,
+                "evals_to_within_2pct_of_search_best": int(within[0]) + 1,
+                "shipped_speedup_remeasured": again.get("speedup"),
+                "speedup_ci": again.get("speedup_ci"),
+            }
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m bench.transfer RUNS OUT_CSV: `summarise_runs` as a CSV and a printed table."""
+    import sys
+
+    import pandas as pd
+
+    runs, out = (argv if argv is not None else sys.argv[1:])[:2]
+    frame = pd.DataFrame(summarise_runs(Path(runs)))
+    frame.to_csv(out, index=False)
+    print(frame.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -52,3 +52,29 @@ def test_a_dataset_without_a_sibling_is_refused(small: Problem, tmp_path) -> Non
     argv = ["--transfer", "--tuners", "kt_genetic_algorithm", "--seeds", "1"]
     with pytest.raises(SystemExit):
         main([*argv, "--out", str(tmp_path / "x.json")])
+
+
+def test_gpu_runs_are_summarised_one_row_each(tmp_path) -> None:
+    import pandas as pd
+
+    from bench.transfer import main
+
+    for arm, times, speedup in [("scratch", [3.0, 2.0, 1.99], 1.1), ("transfer", [1.0, 2.0], None)]:
+        run = tmp_path / "runs" / f"{arm}-7"
+        run.mkdir(parents=True)
+        pd.DataFrame({"candidate_id": range(len(times)), "status": "ok", "time_ms": times}).to_csv(
+            run / "evaluations.csv", index=False
+        )
+        remeasured = f"{{speedup: {speedup}, speedup_ci: [1.0, 1.2]}}" if speedup else "null"
+        (run / "k.controls.yaml").write_text(
+            f"benchmark: {{metric: time_ms}}\nscores: {{best: 1.0, remeasured: {remeasured}}}\n"
+        )
+    assert main([str(tmp_path / "runs"), str(tmp_path / "out.csv")]) == 0
+    rows = pd.read_csv(tmp_path / "out.csv").to_dict("records")
+    assert [(r["arm"], r["seed"], r["evaluations"]) for r in rows] == [
+        ("scratch", 7, 3),
+        ("transfer", 7, 2),
+    ]
+    assert [r["evals_to_within_2pct_of_search_best"] for r in rows] == [2, 1]
+    assert rows[0]["shipped_speedup_remeasured"] == 1.1
+    assert pd.isna(rows[1]["shipped_speedup_remeasured"])
