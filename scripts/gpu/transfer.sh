@@ -3,8 +3,9 @@
 #   earlier: one search of DESCRIPTION (seed 0, BUDGET evaluations); its evaluations table is
 #            written to $OUT/earlier.csv
 #   compare: per SEED, a search from scratch and one `--transfer-from EARLIER_CSV`, BUDGET
-#            evaluations each, each winner re-measured against the default (`--validate-top 1`);
-#            one row per search in $OUT/compare.csv, the runs' output in $OUT/compare.log
+#            evaluations each (VALIDATE_TOP, default 0: each winner re-measured against the
+#            default when 1); one row per search in $OUT/compare.csv, their output in
+#            $OUT/compare.log
 # Run from the repo root with .whl carried (../shared/tools/gpu-wheels.sh):
 #   bash scripts/gpu/transfer.sh earlier DESCRIPTION BUDGET
 #   bash scripts/gpu/transfer.sh compare DESCRIPTION BUDGET EARLIER_CSV SEED...
@@ -27,7 +28,7 @@ for seed in "$@"; do
     from=()
     [[ $arm == transfer ]] && from=(--transfer-from "$earlier")
     echo "== $arm seed $seed" >>"$OUT/compare.log"
-    search --seed "$seed" --validate-top 1 --out "/tmp/runs/$arm-$seed" "${from[@]}" \
+    search --seed "$seed" --validate-top "${VALIDATE_TOP:-0}" --out "/tmp/runs/$arm-$seed" "${from[@]}" \
       >>"$OUT/compare.log" 2>&1
   done
 done
