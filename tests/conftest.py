@@ -1,4 +1,5 @@
-"""Test tiers: the fast tier starts no Ray; the full tier shares one Ray instance.
+"""Test tiers: the fast tier starts no Ray; the full tier shares one Ray instance. Tests
+marked `gpu` are skipped, naming the missing GPU, where CUDA is not available.
 
 A test that needs Ray in this process requests the `ray_cluster` fixture, which marks it `ray`
 (collection does it, so no one has to remember the marker). A test that starts Ray in another
@@ -28,6 +29,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if RAY_FIXTURE in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
+    if any("gpu" in item.keywords for item in items) and not _cuda_available():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU: torch.cuda.is_available() is False")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+def _cuda_available() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ from ciq_tune.validation import validate_search
 
 EXAMPLE = Path(__file__).parents[1] / "examples/kernels/ptx/spill.yaml"
 TINY_PTX = Path(__file__).parent / "objectives/data/tiny.ptx"
+TRITON_MATMUL = Path(__file__).parents[1] / "examples/kernels/triton/matmul.yaml"
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
 
 
@@ -215,6 +216,18 @@ def test_tune_writes_a_controls_file_that_apply_and_check_accept(
     assert (later["origin"] == "transfer").sum() == n
     assert set(transferred["config_json"]) <= set(untried["config_json"])
     assert sorted(transferred["spill_bytes"]) == sorted(untried["spill_bytes"].nsmallest(n))
+
+
+@pytest.mark.gpu
+def test_a_triton_search_on_a_gpu_validates_its_winner(ray_cluster: None, tmp_path: Path) -> None:
+    # The per-GPU benchmark server holds the GPU while the search runs; the validation after it
+    # asks for that GPU (on a one-GPU machine it waited for ever until the servers were shut
+    # down first).
+    out = tmp_path / "out"
+    args = ["--budget", "6", "--validate-top", "1", "--validate-repetitions", "10", "--quiet"]
+    assert main(["tune", str(TRITON_MATMUL), *args, "--tracking", "none", "--out", str(out)]) == 0
+    block = json.loads((out / "validation.json").read_text())
+    assert block["outcome"] in ("kept", "baseline") and len(block["candidates"]) == 1
 
 
 def test_transfer_from_is_refused_in_one_line(

@@ -260,7 +260,13 @@ def _search(
                 ),
             )
             started = time.perf_counter()
-            grid = tuner.fit()
+            try:
+                grid = tuner.fit()
+            finally:
+                # Each server holds its GPU: the validation below asks for one (on a one-GPU
+                # machine it would wait for it for ever).
+                if pool is not None:
+                    pool.shutdown()
         write_evaluations(args.out, searcher.results())
         if interrupt.received:
             return report_interrupted(args.out, searcher.results())
