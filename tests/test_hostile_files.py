@@ -78,17 +78,22 @@ def _edit(base: str, old: str, new: str) -> str:
     return base.replace(old, new, 1)
 
 
+def _make_special(path: Path, kind: str) -> None:
+    """Make `path` a FIFO, a symlink to /dev/zero or a directory; leave it missing otherwise."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "dir":
+        path.mkdir()
+
+
 def _special(kind: str, command: str) -> Callable[[Path], list[str]]:
     """A path that is a FIFO, a symlink to /dev/zero, a directory or missing."""
 
     def make(folder: Path) -> list[str]:
         path = folder / ("hostile.json" if command == "resume" else "hostile.yaml")
-        if kind == "fifo":
-            os.mkfifo(path)
-        elif kind == "zero":
-            path.symlink_to("/dev/zero")
-        elif kind == "dir":
-            path.mkdir()
+        _make_special(path, kind)
         if command == "resume":
             run = folder / "run"
             run.mkdir()
@@ -101,13 +106,7 @@ def _special(kind: str, command: str) -> Callable[[Path], list[str]]:
 
 def _special_source(kind: str) -> Callable[[Path], list[str]]:
     def make(folder: Path) -> list[str]:
-        src = folder / "k.ptx"
-        if kind == "fifo":
-            os.mkfifo(src)
-        elif kind == "zero":
-            src.symlink_to("/dev/zero")
-        elif kind == "dir":
-            src.mkdir()
+        _make_special(folder / "k.ptx", kind)
         path = folder / "hostile.yaml"
         path.write_text(BASE_DESCRIPTION)
         return ["sample", str(path)]
@@ -159,15 +158,13 @@ def _earlier(kind: str, table: str | bytes = "") -> Callable[[Path], list[str]]:
         run = folder / "earlier"
         run.mkdir()
         path = run / "evaluations.csv"
-        if kind == "fifo":
-            os.mkfifo(path)
-        elif kind == "zero":
-            path.symlink_to("/dev/zero")
-        elif kind == "oversize":
+        if kind == "oversize":
             with open(path, "wb") as f:  # sparse: 65 MiB on paper, nothing on disk
                 f.truncate(65 * 1024 * 1024)
-        else:
+        elif kind == "csv":
             path.write_bytes(table.encode() if isinstance(table, str) else table)
+        else:
+            _make_special(path, kind)
         return _argv("tune", "{desc}", "--transfer-from", str(run))(folder)
 
     return make
