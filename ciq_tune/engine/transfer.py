@@ -1,12 +1,12 @@
 """Transfer from an earlier search of the same kernel (on another GPU, at another shape, with
 another compiler): its best configurations that fit this space are evaluated first.
 
-A kernel's good configurations move between GPUs less than its whole landscape does: on the
-recorded spaces of one kernel on several GPUs, starting from an earlier 100-evaluation search's
-best 4 reached 95 % of the optimum in a median of 16 evaluations against 42 from scratch
-(docs/benchmarks.md, "Transfer from an earlier search"). Its whole table as a prior of the
-screening model was measured too and not kept: it pulled the search back towards the earlier
-GPU's optimum (pooled median 21-23.5).
+A kernel's best configurations on one GPU are often good on another even where the rest of its
+landscape differs: on the recorded spaces of three kernels on several GPUs, starting from an
+earlier 100-evaluation search's best 4 reached 95 % of the optimum in a median of 16
+evaluations against 42 from scratch (docs/benchmarks.md, "Transfer from an earlier search").
+Its whole table as a prior of the screening model was measured too and not kept: it pulled the
+search back towards the earlier GPU's optimum (pooled median 21-23.5).
 """
 
 from __future__ import annotations
