@@ -31,6 +31,7 @@ def engine_tuner(
     strategy: str,
     config: Mapping[str, Any] | None = None,
     transfer: Callable[[Problem, int], SearchResults] | None = None,
+    until: float | None = None,
 ) -> Tuner:
     """A tuner driving `create_engine(strategy, ...)` by ask/tell, one evaluation at a time.
 
@@ -39,6 +40,7 @@ def engine_tuner(
         config: strategy settings (its `EngineConfig` fields); the strategy's defaults if None.
         transfer: the earlier search a run of a problem with a seed starts from
             (`bench.transfer.EarlierSearch`); None starts from scratch.
+        until: stop each run once its best is within this fraction of the optimum.
     """
 
     def run(problem: Problem, budget: int, seed: int) -> Replay:
@@ -52,15 +54,18 @@ def engine_tuner(
             seed=seed,
             transfer_from=None if transfer is None else transfer(problem, seed),
         )
-        drive(engine, replay)
+        drive(engine, replay, until)
         return replay
 
     return run
 
 
-def drive(engine: Engine, replay: Replay) -> None:
-    """Ask, evaluate on the record and tell until the engine has finished."""
+def drive(engine: Engine, replay: Replay, until: float | None = None) -> None:
+    """Ask, evaluate on the record and tell until the engine has finished, or until the best
+    is within `until` (a fraction) of the optimum."""
     while not engine.finished:
+        if until is not None and replay.trace and replay.trace[-1] >= until - 1e-12:
+            return
         candidate = engine.ask()
         if candidate is None:
             raise BenchError(
