@@ -27,12 +27,14 @@ from bench.metrics import median_evals
 from bench.replay import DEFAULT_DATA
 from bench.replay import list_datasets
 from bench.replay import load_problem
+from bench.transfer import EarlierSearch
 
 
-def _count(job: tuple[str, str, int, int, float, dict[str, Any]]) -> int | None:
-    data, dataset, seed, budget, target, config = job
+def _count(job: tuple[str, str, int, int, float, dict[str, Any], bool]) -> int | None:
+    data, dataset, seed, budget, target, config, transfer = job
     problem = load_problem(data, dataset)
-    replay = engine_tuner("auto", config, until=target)(problem, budget, seed)
+    earlier = EarlierSearch(data) if transfer else None
+    replay = engine_tuner("auto", config, earlier, until=target)(problem, budget, seed)
     return evals_to(replay.trace, target)
 
 
@@ -72,6 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=250, help="unique evaluations per run")
     parser.add_argument("--target", type=float, default=0.95, help="fraction of the optimum")
     parser.add_argument("--config", default="{}", help="settings of the default, as JSON")
+    parser.add_argument(
+        "--transfer",
+        action="store_true",
+        help="start every run from an earlier search of the kernel on another GPU "
+        "(bench/transfer.py, as the harness's --transfer)",
+    )
     parser.add_argument("--against", help="a search_efficiency JSON with the peers' runs")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", required=True, help="JSON file of every run's count")
@@ -81,14 +89,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = json.loads(args.config)
     datasets = list_datasets(args.data, args.datasets)
     jobs = [
-        (args.data, d, s, args.budget, args.target, config)
+        (args.data, d, s, args.budget, args.target, config, args.transfer)
         for d in datasets
         for s in range(args.seeds)
     ]
     with ProcessPoolExecutor(max_workers=max(args.workers, 1)) as pool:
         counts = list(pool.map(_count, jobs))
     runs = [{"dataset": j[1], "seed": j[2], "count": c} for j, c in zip(jobs, counts, strict=True)]
-    Path(args.out).write_text(json.dumps({"config": config, "target": args.target, "runs": runs}))
+    meta = {"config": config, "target": args.target, "transfer": args.transfer}
+    Path(args.out).write_text(json.dumps({**meta, "runs": runs}))
     peers = _harness_medians(args.against, args.target) if args.against else {}
     print(f"evaluations to {args.target:.0%} (median; None = not reached by half the runs)")
     families: dict[str, list[int | None]] = {}
