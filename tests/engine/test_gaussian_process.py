@@ -127,3 +127,13 @@ def test_the_process_ranking_is_restored_from_state() -> None:
         return keys
 
     assert run(interrupt=True) == run(interrupt=False)
+
+
+def test_a_search_started_from_an_earlier_one_keeps_the_ratio() -> None:
+    earlier = _engine(SHORT, {}, 12, 5)
+    drive(earlier, lambda c: {"time": _time(c)})
+    started = create_engine(
+        "screened", SHORT, [Objective(name="time", mode="min")], transfer_from=earlier.result()
+    )
+    assert not started._ranks_by_process()
+    assert _engine(SHORT, {}, 12, 5)._ranks_by_process()
