@@ -54,7 +54,8 @@ being screened (on the four-basin space the best reaches 5.01 of the local 5.0 b
 evaluations and creeps to 5.000 until ~100).
 
 In a space of short lists whose feasible configurations can be listed (`ranking`, "auto": no
-wide parameter, at most `MAX_LISTED`), the screened part of a generation is instead every
+wide parameter, at most `MAX_LISTED`, not started from an earlier search's best, where the
+ratio's moves around them got there sooner), the screened part of a generation is instead every
 never-proposed feasible configuration ranked by the expected improvement of a Gaussian process
 (`engine/gaussian_process.py`): session 7's oracle showed the drawn pool holds the good
 configurations and the ratio does not pick them. Chosen on the replay choosing set (seeds
