@@ -102,6 +102,8 @@ GENETIC_DEFAULTS: dict[str, Any] = {
     "first_design_size": 16,
     "restart_share": 1.0,
     "restart_sigma": 8.0,
+    "polish_share": 0.5,
+    "polish_generations": 1,
 }
 
 
@@ -140,6 +142,11 @@ class GeneticConfig(EngineConfig):
             evaluation within MLSL's critical distance (`engine/multistart.py`); the rest is
             immigrants and children as before (0: no descents).
         restart_sigma: MLSL's factor of that critical distance (larger: fewer descents).
+        polish_share: share of each of the first `polish_generations` bred generations that
+            polls around the best by compass search (`screened`'s polish), in a space with a
+            wide parameter (0: bred as before). A poll at the current steps has about two
+            points per parameter, so shares above about 4 / pool_size give the same proposals.
+        polish_generations: the bred generations that start with the polish (None: all).
     """
 
     initial_sampling: InitialSampling = GENETIC_DEFAULTS["initial_sampling"]
@@ -156,3 +163,5 @@ class GeneticConfig(EngineConfig):
     first_design_size: int = Field(default=GENETIC_DEFAULTS["first_design_size"], ge=1)
     restart_share: float = Field(default=GENETIC_DEFAULTS["restart_share"], ge=0, le=1)
     restart_sigma: float = Field(default=GENETIC_DEFAULTS["restart_sigma"], gt=0)
+    polish_share: float = Field(default=GENETIC_DEFAULTS["polish_share"], ge=0, le=1)
+    polish_generations: int | None = Field(default=GENETIC_DEFAULTS["polish_generations"], ge=1)

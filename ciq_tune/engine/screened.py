@@ -210,11 +210,6 @@ class ScreenedGA(GA):
             self._pattern = PatternMove()
         return self._parzen
 
-    def _compass_search(self) -> CompassSearch:
-        if getattr(self, "_compass", None) is None:
-            self._compass = CompassSearch(self.space)
-        return self._compass
-
     def _strategy_state(self) -> dict[str, Any]:
         # The restarts' "descent" and "descended" beside the compass, as saved before.
         return {"compass": self._compass_search().state(), **self._multistart().state()}
@@ -458,7 +453,8 @@ class ScreenedGA(GA):
         )
 
     def _polish(self, n: int) -> list[Genes]:
-        """About `n` new compass-search poll points around the best."""
+        """About `n` new compass-search poll points around the best (with several objectives,
+        the lowest sum of them, as `_split` ranks)."""
         good, _ = self._split()
         if not good or n == 0:
             return []

@@ -277,3 +277,43 @@ def test_a_descent_under_way_is_saved_and_restored() -> None:
     keys_restored = keys + drive(restored, _two_basins)
     keys += drive(engine, _two_basins)
     assert keys_restored == keys and len(keys) == 160
+
+
+@pytest.mark.parametrize("strategy", ["ga", "nsga2"])
+def test_the_first_bred_generation_polishes_the_best_of_a_wide_space(strategy: str) -> None:
+    """In a space with a wide parameter, the first bred generation starts with a compass poll
+    around the first design's best (battery toy_wide / int_wide at 25 evaluations)."""
+
+    def run(space: dict, share: float, seed: int) -> list:
+        engine = create_engine(
+            strategy,
+            space,
+            _objectives(strategy),
+            config={"polish_share": share},
+            budget=Budget(max_evaluations=25),
+            seed=seed,
+        )
+        drive(engine, lambda c: _values(strategy, _bowl(c)))
+        return [r.config for r in engine.records]
+
+    best_at_25: dict[float, list[float]] = {0.5: [], 0.0: []}
+    for seed in range(10):
+        polished, bred = run(BOWL, 0.5, seed), run(BOWL, 0.0, seed)
+        assert polished[:16] == bred[:16]  # the same first design
+        best = min(polished[:16], key=_bowl)
+        # Poll points: one coordinate of the best moved, each step both ways where it fits.
+        moves = [
+            (k, c[k] - best[k])
+            for c in polished[16:]
+            if sum(c[j] != best[j] for j in "xy") == 1
+            for k in "xy"
+            if c[k] != best[k]
+        ]
+        assert len(moves) >= 4
+        assert any((k, -step) in moves for k, step in moves)
+        best_at_25[0.5].append(min(map(_bowl, polished)))
+        best_at_25[0.0].append(min(map(_bowl, bred)))
+    assert np.median(best_at_25[0.5]) < 0.8 * np.median(best_at_25[0.0])
+    # A space of short lists is bred as before.
+    short = {"x": ss.choice(list(range(0, 400, 16))), "y": ss.choice(list(range(0, 400, 16)))}
+    assert run(short, 0.5, 0) == run(short, 0.0, 0)
