@@ -142,11 +142,14 @@ class GeneticConfig(EngineConfig):
             evaluation within MLSL's critical distance (`engine/multistart.py`); the rest is
             immigrants and children as before (0: no descents).
         restart_sigma: MLSL's factor of that critical distance (larger: fewer descents).
-        polish_share: share of each of the first `polish_generations` bred generations that
-            polls around the best by compass search (`screened`'s polish), in a space with a
-            wide parameter (0: bred as before). A poll at the current steps has about two
-            points per parameter, so shares above about 4 / pool_size give the same proposals.
-        polish_generations: the bred generations that start with the polish (None: all).
+        polish_share: share of each of the first `polish_generations` bred generations, and
+            of a stagnating one (`immigrate_after`) once every neighbour of the best has been
+            proposed, that polls around the best by compass search (`screened`'s polish), in
+            a space with a wide parameter (0: bred as before). A poll at the current steps has
+            about two points per parameter, so shares above about 4 / pool_size give the same
+            proposals.
+        polish_generations: the first bred generations that start with the polish (None:
+            all; a stagnating one polishes as said above).
     """
 
     initial_sampling: InitialSampling = GENETIC_DEFAULTS["initial_sampling"]

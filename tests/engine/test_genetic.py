@@ -53,12 +53,20 @@ def test_preselection_breeds_a_better_second_generation(strategy: str) -> None:
 
 
 def test_immigrants_join_stagnating_generations_far_from_everything() -> None:
+    # Here and in the next two tests `polish_share` 0: stagnating generations would otherwise
+    # start with a poll around the best (tested on its own at the end).
     def run(config: dict) -> list:
         engine = create_engine(
             "ga",
             BOWL,
             ["f"],
-            config={"pool_size": 8, "local_share": 1.0, "poll_neighbours": False, **config},
+            config={
+                "pool_size": 8,
+                "local_share": 1.0,
+                "poll_neighbours": False,
+                "polish_share": 0.0,
+                **config,
+            },
             budget=Budget(max_evaluations=64),
             seed=4,
         )
@@ -166,6 +174,7 @@ def test_small_relative_gains_count_as_stagnation() -> None:
                 "immigrant_share": 1.0,
                 "progress_tolerance": tolerance,
                 "poll_neighbours": False,
+                "polish_share": 0.0,
             },
             budget=Budget(max_evaluations=64),
             seed=6,
@@ -189,6 +198,7 @@ def test_compounding_immigrants_grow_with_the_stagnation() -> None:
                 "immigrate_after": 1,
                 "immigrant_share": 0.5,
                 "compound_immigrants": compound,
+                "polish_share": 0.0,
             },
             budget=Budget(max_evaluations=128),
             seed=7,
@@ -242,8 +252,15 @@ def _two_basins(config: dict) -> float:
 
 
 def _plane_engine(config: dict, budget: int = 160) -> Engine:
+    """A GA on the two-basin plane that restarts without polishing its best (the polish of
+    stagnating generations proposes from the best, not from random points: tested below)."""
     return create_engine(
-        "ga", PLANE, ["f"], config=config, budget=Budget(max_evaluations=budget), seed=5
+        "ga",
+        PLANE,
+        ["f"],
+        config={"polish_share": 0.0, **config},
+        budget=Budget(max_evaluations=budget),
+        seed=5,
     )
 
 
@@ -317,3 +334,59 @@ def test_the_first_bred_generation_polishes_the_best_of_a_wide_space(strategy: s
     # A space of short lists is bred as before.
     short = {"x": ss.choice(list(range(0, 400, 16))), "y": ss.choice(list(range(0, 400, 16)))}
     assert run(short, 0.5, 0) == run(short, 0.0, 0)
+
+
+def test_stagnating_generations_poll_along_a_constraint_boundary() -> None:
+    """A best on the boundary x + y = 60, one diagonal step from the optimum, is left only by
+    moving both parameters together: the compass poll of stagnating generations tries those
+    corners once its coordinate moves are used up (battery `constrained`)."""
+    space = SearchSpace(BOWL, constraints=["x + y <= 60"])
+
+    def bowl(config: dict) -> float:
+        return float((config["x"] - 45) ** 2 + (config["y"] - 40) ** 2)
+
+    optimum = min(bowl({"x": x, "y": 60 - x}) for x in range(61))
+
+    def regret(share: float, seed: int) -> float:
+        engine = create_engine(
+            "nsga2",
+            space,
+            TWO,
+            config={"polish_share": share},
+            budget=Budget(max_evaluations=300),
+            seed=seed,
+        )
+        drive(engine, lambda c: _values("nsga2", bowl(c)))
+        return min(bowl(r.config) for r in engine.records if r.ok) - optimum
+
+    assert all(regret(0.5, seed) == 0 for seed in range(10))
+    assert any(regret(0.0, seed) > 0 for seed in range(10))
+
+
+def test_a_stagnating_generation_polishes_once_the_neighbours_of_the_best_are_proposed() -> None:
+    """The neighbour poll comes first; the compass poll only once it has nothing left (its
+    gains would otherwise keep a multi-basin search from counting as stagnating)."""
+    engine = create_engine(
+        "ga",
+        BOWL,
+        ["f"],
+        config={"pool_size": 8, "immigrate_after": 1},
+        budget=Budget(max_evaluations=40),
+        seed=3,
+    )
+    compass_after: dict[int, dict] = {}  # generation -> compass state once it is bred
+    while (candidate := engine.ask()) is not None:
+        state = engine.get_state()["strategy_state"]["compass"]
+        compass_after[engine.generation] = json.loads(json.dumps(state))
+        engine.tell(candidate.id, 1.0)  # flat: no progress after the first evaluation
+    # Generation 1 (bred) polishes around the best; 2 stagnates and polls its neighbours
+    # without polishing; 3 finds them all proposed and polishes again.
+    centre = compass_after[1]["center"]
+    assert centre is not None
+    x, y = centre
+    neighbours = {(x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)}
+    by_second = {(r.config["x"], r.config["y"]) for r in engine.records if r.generation <= 2}
+    second = {(r.config["x"], r.config["y"]) for r in engine.records if r.generation == 2}
+    assert {n for n in neighbours if min(n) >= 0 and max(n) <= 399} <= by_second
+    assert neighbours & second
+    assert compass_after[2] == compass_after[1] != compass_after[3]
