@@ -53,8 +53,8 @@ def test_preselection_breeds_a_better_second_generation(strategy: str) -> None:
 
 
 def test_immigrants_join_stagnating_generations_far_from_everything() -> None:
-    # Here and in the next two tests `polish_share` 0: stagnating generations would otherwise
-    # start with a poll around the best (tested on its own at the end).
+    # Here, in the small-gains and compounding-immigrants tests and on the two-basin plane,
+    # `polish_share` 0: stagnating generations also poll around the best (tested at the end).
     def run(config: dict) -> list:
         engine = create_engine(
             "ga",
