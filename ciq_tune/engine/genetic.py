@@ -220,7 +220,7 @@ class GeneticEngine(Engine):
             self._compass_search().load_state(state["compass"])
 
     def _polished(self, n: int) -> list[Candidate]:
-        """Candidates of up to `n` polish points (`_polish`)."""
+        """Candidates of up to `n` polish points (`_polish`; `screened` has its own)."""
         polled = self._polish(n)
         return [c for g in polled if (c := self._make_candidate(g, "offspring")) is not None]
 

@@ -251,7 +251,7 @@ class ScreenedGA(GA):
         n_polish = int(share) + int(self.rng.random() < share - int(share))
         # Polishing moves are not screened: near the optimum the model's kernels are wider than
         # the moves, and the compass search's steps, not the model, resolve the last values.
-        out += [c for g in self._polish(n_polish) if (c := self._make_candidate(g, "offspring"))]
+        out += self._polished(n_polish)
         n_screened = n - explore - len(out)
         if wide and not converged and self._settled():
             # The polish goes on, the rest of the generation restarts (the maximin below).
