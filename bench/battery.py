@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 import ciq_tune.space as ss
 from ciq_tune.engine import STRATEGIES
@@ -40,6 +41,8 @@ from ciq_tune.space import SearchSpace
 BUDGETS = (25, 50, 100, 200, 400, 800)
 # "Found the optimum within" this many evaluations (issue 13's must-show).
 FOUND_WITHIN = 200
+# A median behind random search's is marked as a real deficit (a dagger) below this p-value.
+SIGNIFICANT = 0.05
 
 Objective = Callable[[Mapping[str, Any]], float | None]
 
@@ -392,25 +395,45 @@ def _job(job: tuple[str, str, int, int, dict[str, Any]]) -> dict[str, Any]:
 
 
 def summarise(runs: Sequence[Mapping[str, Any]], budget: int) -> dict[str, Any]:
-    """Median and worst regret per problem, strategy and budget; seeds finding the optimum."""
+    """Median and worst regret per problem, strategy and budget; seeds finding the optimum;
+    next to random search, the one-sided Mann-Whitney U p-value of "this strategy's regrets
+    are larger than random search's" at each budget (`behind_random_p`): with 20 seeds a
+    median a little above random search's is often noise (docs/benchmarks.md, session 15)."""
     problems = battery()
-    out: dict[str, Any] = {}
+    traces: dict[str, dict[str, np.ndarray]] = {}
     key = lambda r: (r["problem"], r["strategy"])  # noqa: E731
     for (name, strategy), group in itertools.groupby(sorted(runs, key=key), key=key):
-        traces = np.array([r["trace"] for r in group])
-        budgets = [b for b in BUDGETS if b <= budget]
-        out.setdefault(name, {})[strategy] = {
-            "seeds": len(traces),
-            "median": {b: float(np.median(traces[:, b - 1])) for b in budgets},
-            "worst": {b: float(np.max(traces[:, b - 1])) for b in budgets},
-            "found": int(
-                sum(
-                    found_within(t, problems[name].tolerance, min(FOUND_WITHIN, budget))
-                    for t in traces
-                )
-            ),
-        }
+        traces.setdefault(name, {})[strategy] = np.array([r["trace"] for r in group])
+    budgets = [b for b in BUDGETS if b <= budget]
+    out: dict[str, Any] = {}
+    for name, by_strategy in traces.items():
+        random = by_strategy.get("random")
+        for strategy, runs_of in by_strategy.items():
+            row: dict[str, Any] = {
+                "seeds": len(runs_of),
+                "median": {b: float(np.median(runs_of[:, b - 1])) for b in budgets},
+                "worst": {b: float(np.max(runs_of[:, b - 1])) for b in budgets},
+                "found": int(
+                    sum(
+                        found_within(t, problems[name].tolerance, min(FOUND_WITHIN, budget))
+                        for t in runs_of
+                    )
+                ),
+            }
+            if random is not None and strategy != "random":
+                row["behind_random_p"] = {
+                    b: _behind_p(runs_of[:, b - 1], random[:, b - 1]) for b in budgets
+                }
+            out.setdefault(name, {})[strategy] = row
     return out
+
+
+def _behind_p(ours: np.ndarray, random: np.ndarray) -> float:
+    """One-sided Mann-Whitney U p-value of "ours are larger than random search's" (1 where
+    every regret is the same: nothing to tell apart)."""
+    if np.ptp(np.concatenate([ours, random])) == 0:
+        return 1.0
+    return float(stats.mannwhitneyu(ours, random, alternative="greater").pvalue)
 
 
 def _cell(value: float) -> str:
@@ -423,30 +446,33 @@ def _cell(value: float) -> str:
 
 def markdown(summary: Mapping[str, Any], budget: int) -> str:
     """One row per problem and strategy: median / worst regret at each budget (bold where
-    worse than random search at that budget), seeds finding the optimum within 200."""
+    worse than random search at that budget, a dagger where that median's deficit is
+    significant), seeds finding the optimum within 200."""
     budgets = [b for b in BUDGETS if b <= budget]
     head = " | ".join(f"@{b}" for b in budgets)
     lines = [
         "Regret (best value - optimum), median / worst seed; **bold**: worse than random "
-        f"search at that budget. found: seeds at the optimum within {FOUND_WITHIN}.",
+        f"search at that budget; †: behind random search in distribution (one-sided Mann-Whitney "
+        f"U, p < {SIGNIFICANT}). found: seeds at the optimum within {FOUND_WITHIN}.",
         "",
         f"| problem | strategy | {head} | found |",
         "|---|---|" + "---|" * len(budgets) + "---|",
     ]
     for name, by_strategy in summary.items():
         random = by_strategy.get("random")
-        for strategy, stats in by_strategy.items():
+        for strategy, row in by_strategy.items():
             cells = []
             for b in budgets:
-                med, worst = stats["median"][b], stats["worst"][b]
+                med, worst = row["median"][b], row["worst"][b]
                 text_med, text_worst = _cell(med), _cell(worst)
                 if random is not None and med > random["median"][b] + 1e-12:
-                    text_med = f"**{text_med}**"
+                    dagger = "†" if row["behind_random_p"][b] < SIGNIFICANT else ""
+                    text_med = f"**{text_med}**{dagger}"
                 if random is not None and worst > random["worst"][b] + 1e-12:
                     text_worst = f"**{text_worst}**"
                 cells.append(f"{text_med} / {text_worst}")
             lines.append(
-                f"| {name} | {strategy} | {' | '.join(cells)} | {stats['found']}/{stats['seeds']} |"
+                f"| {name} | {strategy} | {' | '.join(cells)} | {row['found']}/{row['seeds']} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -82,3 +82,23 @@ def test_summary_marks_cells_worse_than_random() -> None:
     table = markdown(summary, 25)
     assert "| toy_wide | ga | **5** / **5** | 0/1 |" in table
     assert BUDGETS[0] == 25
+
+
+def _runs(strategy: str, finals: list[float]) -> list[dict]:
+    return [
+        {"problem": "toy_wide", "strategy": strategy, "seed": s, "trace": [f] * 25}
+        for s, f in enumerate(finals)
+    ]
+
+
+def test_a_median_behind_random_is_marked_significant_only_when_the_seeds_say_so() -> None:
+    # Twenty seeds all behind: a real deficit (dagger). Interleaved seeds whose median is a
+    # little above random search's: bold, as the must-show counts it, but no dagger.
+    behind = summarise(_runs("ga", [5.0] * 20) + _runs("random", [3.0] * 20), 25)
+    assert behind["toy_wide"]["ga"]["behind_random_p"][25] < 1e-6
+    assert "| toy_wide | ga | **5**† / **5** | 0/20 |" in markdown(behind, 25)
+    ours = [float(v) for v in range(1, 21)]
+    noise = summarise(_runs("ga", ours) + _runs("random", [v - 0.5 for v in ours]), 25)
+    assert noise["toy_wide"]["ga"]["behind_random_p"][25] > 0.05
+    assert "| toy_wide | ga | **10.5** / **20** | 0/20 |" in markdown(noise, 25)
+    assert "behind_random_p" not in noise["toy_wide"]["random"]
