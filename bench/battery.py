@@ -7,7 +7,8 @@ Each space stresses one kind of geometry a kernel space has: wide integer and ha
 conditional parameters, constraints leaving <= 10 % feasible, a region where 30 % of the space
 fails, several basins, knocked-out literals. Per space and strategy, over seeds: the median and
 the worst seed's regret (best value found - optimum) after 25…800 evaluations, next to random
-search on the same seeds, and how many seeds reach the optimum within 200 evaluations.
+search on the same seeds with the p-value of a deficit against it (one-sided Mann-Whitney U),
+and how many seeds reach the optimum within 200 evaluations.
 """
 
 from __future__ import annotations
