@@ -137,3 +137,44 @@ def test_a_search_started_from_an_earlier_one_keeps_the_ratio() -> None:
     )
     assert not started._ranks_by_process()
     assert _engine(SHORT, {}, 12, 5)._ranks_by_process()
+
+
+def _first_generation(engine: Any) -> list[Any]:
+    """Everything the engine asks before it waits for results."""
+    first = []
+    while (candidate := engine.ask()) is not None:
+        first.append(candidate)
+    return first
+
+
+def test_a_listed_search_starts_from_a_greedy_maximin_design() -> None:
+    space = ss.SearchSpace(SHORT, constraints=["block * warps <= 512"])
+    for seed in range(3):
+        engine = _engine(space, {}, 60, seed)
+        first = _first_generation(engine)
+        assert len(first) == 10 and len({c.key for c in first}) == 10
+        assert all(c.config["block"] * c.config["warps"] <= 512 for c in first)
+        # Each point is the listed configuration farthest from the points before it.
+        X = engine._process_features([c.genes for c in first])
+        for k in range(1, len(first)):
+            gaps = np.linalg.norm(engine._listed_X[:, None, :] - X[None, :k, :], axis=2)
+            farthest = gaps.min(axis=1).max()
+            assert np.isclose(np.linalg.norm(X[:k] - X[k], axis=1).min(), farthest)
+
+
+def test_the_maximin_design_keeps_the_warm_start_and_a_budget_in_generations() -> None:
+    start = {"block": 64, "warps": 4, "stages": 3, "layout": "col"}
+    engine = create_engine(
+        "screened",
+        SHORT,
+        [Objective(name="time", mode="min")],
+        budget=Budget(max_evaluations=40),
+        seed=1,
+        initial_points=[start],
+    )
+    first = _first_generation(engine)
+    assert len(first) == 10 and first[0].config == start
+    by_generations = create_engine(
+        "screened", SHORT, [Objective(name="time", mode="min")], budget=Budget(max_generations=5)
+    )
+    assert len(_first_generation(by_generations)) == 4  # `pool_size`, as promised
