@@ -62,11 +62,11 @@ configurations and the ratio does not pick them. Chosen on the replay choosing s
 0-39: mean ln of evaluations to 95 % 4.083 -> 4.008) and checked on kt_rtx (30 seeds: to 95 %
 convolution 31.5 -> 27, GEMM 60 -> 61.5; docs/benchmarks.md, session 12).
 Such a search starts from `listed_initial_points` (10) listed configurations, each the
-farthest from those before it (a greedy maximin design over the listed space): the first
-design's rows drawn over the product of the parameters and repaired to feasible ones cluster
-where the constraints leave room, and the process extrapolates from them (choosing set, seeds
-0-19: mean ln 3.995 -> 3.762; kt_rtx, 30 seeds: to 95 % convolution 27 -> 15, GEMM 61.5 -> 52.5;
-docs/benchmarks.md, session 16).
+farthest from those before it (a greedy maximin design over the listed space): a Latin
+hypercube's rows that break the constraints are replaced by uniform feasible draws, which
+cluster where the constraints leave the most room, and the process extrapolates from them
+(choosing set, seeds 0-19: mean ln 3.995 -> 3.855; kt_rtx, 30 seeds: to 95 % convolution
+27 -> 16.5, GEMM 61.5 -> 62.5; docs/benchmarks.md, session 16).
 """
 
 from __future__ import annotations
