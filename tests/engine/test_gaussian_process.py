@@ -174,6 +174,10 @@ def test_the_maximin_design_keeps_the_warm_start_and_a_budget_in_generations() -
     )
     first = _first_generation(engine)
     assert len(first) == 10 and first[0].config == start
+    # The design keeps away from the warm start: the next point is the farthest from it.
+    X = engine._process_features([c.genes for c in first[:2]])
+    farthest = np.linalg.norm(engine._listed_X - X[0], axis=1).max()
+    assert np.isclose(np.linalg.norm(X[1] - X[0]), farthest)
     by_generations = create_engine(
         "screened", SHORT, [Objective(name="time", mode="min")], budget=Budget(max_generations=5)
     )
