@@ -251,7 +251,7 @@ class ScreenedGA(GA):
         from every one before it in the process's coordinates (ties broken at random). Exact
         over the listed space, not `_maximin_candidates`' best of a few uniform draws (the
         farthest of 64 draws: choosing set pooled 34.5 vs 30; docs/benchmarks.md, session 16)."""
-        first = self._first_design(0, self.first_sampling)
+        first = self._first_design(0, self.first_sampling)  # the warm-start points only
         X = self._listed_X
         gap = np.full(len(X), np.inf)
         for candidate in first:

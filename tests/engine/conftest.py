@@ -40,3 +40,11 @@ def drive(
             else:
                 engine.tell(done.id, result)
     raise AssertionError("the engine did not finish")
+
+
+def first_generation(engine: Engine) -> list[Any]:
+    """Everything the engine asks before it waits for results: its first generation."""
+    first = []
+    while (candidate := engine.ask()) is not None:
+        first.append(candidate)
+    return first

@@ -16,6 +16,7 @@ from ciq_tune.engine.gaussian_process import GaussianProcess
 from ciq_tune.engine.gaussian_process import expected_improvement
 from ciq_tune.errors import EngineError
 from tests.engine.conftest import drive
+from tests.engine.conftest import first_generation
 
 # A kernel-like space: three short ordered lists and a category, 192 configurations.
 SHORT = {
@@ -139,19 +140,11 @@ def test_a_search_started_from_an_earlier_one_keeps_the_ratio() -> None:
     assert _engine(SHORT, {}, 12, 5)._ranks_by_process()
 
 
-def _first_generation(engine: Any) -> list[Any]:
-    """Everything the engine asks before it waits for results."""
-    first = []
-    while (candidate := engine.ask()) is not None:
-        first.append(candidate)
-    return first
-
-
 def test_a_listed_search_starts_from_a_greedy_maximin_design() -> None:
     space = ss.SearchSpace(SHORT, constraints=["block * warps <= 512"])
     for seed in range(3):
         engine = _engine(space, {}, 60, seed)
-        first = _first_generation(engine)
+        first = first_generation(engine)
         assert len(first) == 10 and len({c.key for c in first}) == 10
         assert all(c.config["block"] * c.config["warps"] <= 512 for c in first)
         # Each point is the listed configuration farthest from the points before it.
@@ -172,7 +165,7 @@ def test_the_maximin_design_keeps_the_warm_start_and_a_budget_in_generations() -
         seed=1,
         initial_points=[start],
     )
-    first = _first_generation(engine)
+    first = first_generation(engine)
     assert len(first) == 10 and first[0].config == start
     # The design keeps away from the warm start: the next point is the farthest from it.
     X = engine._process_features([c.genes for c in first[:2]])
@@ -181,4 +174,4 @@ def test_the_maximin_design_keeps_the_warm_start_and_a_budget_in_generations() -
     by_generations = create_engine(
         "screened", SHORT, [Objective(name="time", mode="min")], budget=Budget(max_generations=5)
     )
-    assert len(_first_generation(by_generations)) == 4  # `pool_size`, as promised
+    assert len(first_generation(by_generations)) == 4  # `pool_size`, as promised

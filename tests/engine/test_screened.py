@@ -19,6 +19,7 @@ from ciq_tune.engine.multistart import lowest_within
 from ciq_tune.engine.screened import SCREENED_DEFAULTS
 from ciq_tune.space import SearchSpace
 from tests.engine.conftest import drive
+from tests.engine.conftest import first_generation
 
 LINE = {"x": ss.range(0, 399)}
 
@@ -110,8 +111,7 @@ def _first_design(space: Any, config: dict[str, Any], seed: int) -> list[Any]:
         budget=Budget(max_evaluations=40),
         seed=seed,
     )
-    candidates = [engine.ask() for _ in range(40)]
-    return [c for c in candidates if c is not None and c.generation == 0]
+    return first_generation(engine)
 
 
 def test_a_wide_space_starts_with_a_larger_sobol_design() -> None:
