@@ -28,13 +28,15 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.cluster.two_node_search import hold_file
+
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("two_node_search.py")
 BUDGET = 16
-# The worker node is killed once this many evaluations have ended (some on each node), at the
-# start of its next evaluation, so that one trial dies with the node.
+# The worker node is held once this many evaluations have ended (some on each node) and killed
+# while its next evaluation waits, so that one trial dies with the node.
 KILL_AFTER = 8
 SEARCH_TIMEOUT_S = 150
 # A killed node is declared dead after about period × threshold (default 3 s × 5).
@@ -229,20 +231,24 @@ def _in_flight(events: list[dict[str, Any]], node_id: str) -> list[str]:
 def _kill_worker_part_way(
     cluster: Cluster, driver: subprocess.Popen[str], events_path: Path, worker_id: str
 ) -> dict[str, Any]:
-    """Wait for KILL_AFTER ended evaluations, some on each node, then kill the worker node
-    while it runs its next one. Returns when, and what was running there."""
+    """Wait for KILL_AFTER ended evaluations, some on each node, then hold the worker node's
+    evaluations (`hold_file`) and kill the node once one of them says it is
+    held: that one cannot end while the node's processes are found and killed (which took
+    longer than an evaluation on a loaded machine). Returns when, and what was running there."""
+    hold = hold_file(events_path, worker_id)
     deadline = time.monotonic() + SEARCH_TIMEOUT_S
     while time.monotonic() < deadline and driver.poll() is None:
         events = _read_events(events_path)
         ended = [e for e in events if e["event"] == "end"]
-        on_both = len({e["node_id"] for e in ended}) == 2
-        running = _in_flight(events, worker_id)
-        if len(ended) >= KILL_AFTER and on_both and running:
+        if len(ended) >= KILL_AFTER and len({e["node_id"] for e in ended}) == 2:
+            hold.touch()
+        held = [e for e in events if e["event"] == "held" and e["node_id"] == worker_id]
+        if held:
             killed_at = time.time()
             return {
                 "killed_at": killed_at,
                 "ended_before_kill": len(ended),
-                "running_on_worker": running,
+                "running_on_worker": _in_flight(events, worker_id),
                 "processes_killed": cluster.worker.kill(),
             }
         time.sleep(0.05)

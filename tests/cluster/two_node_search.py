@@ -31,6 +31,8 @@ SPACE = {
 # Retries of a trial whose node died; one kill needs one, the rest absorbs trials that Ray
 # placed on the dying node before the head noticed it was gone.
 MAX_FAILURES = 3
+# The longest an evaluation waits past its `eval_s` while its node is held (see `evaluate`).
+HOLD_LIMIT_S = 120.0
 
 
 def config_key(config: dict[str, Any]) -> str:
@@ -44,13 +46,25 @@ def _log_event(events: Path, **event: Any) -> None:
         f.write(json.dumps({**event, "t": time.time()}) + "\n")
 
 
+def hold_file(events: Path, node_id: str) -> Path:
+    """While this file exists, evaluations on node `node_id` do not end (the test kills the
+    node then, and an evaluation must not end in the time the kill takes)."""
+    return events.with_name(f"hold-{node_id}")
+
+
 def evaluate(events: Path, eval_s: float, config: dict[str, Any]) -> dict[str, Any]:
-    """The trainable: log the start, hold the node's CPU for `eval_s`, log the end."""
+    """The trainable: log the start, hold the node's CPU for `eval_s` (longer while the node is
+    held), log the end."""
     node_id = ray.get_runtime_context().get_node_id()
     trial_id = tune.get_context().get_trial_id()
     key = config_key(config)
     _log_event(events, event="start", trial_id=trial_id, node_id=node_id, key=key)
     time.sleep(eval_s)
+    if hold_file(events, node_id).exists():
+        _log_event(events, event="held", trial_id=trial_id, node_id=node_id, key=key)
+        hold_until = time.monotonic() + HOLD_LIMIT_S
+        while hold_file(events, node_id).exists() and time.monotonic() < hold_until:
+            time.sleep(0.05)
     score = config["x"] ** 2 + config["y"]
     _log_event(events, event="end", trial_id=trial_id, node_id=node_id, key=key)
     return {"score": score, "node_id": node_id}
