@@ -262,6 +262,7 @@ class ScreenedGA(GA):
             order = self.rng.permutation(len(X))
             pick = int(order[int(np.argmax(gap[order]))])
             if gap[pick] == 0.0:  # every listed configuration is in the design
+                self._exhausted = True
                 break
             gap = np.minimum(gap, np.linalg.norm(X - X[pick], axis=1))
             picked = self._make_candidate(self._listed[pick], "random")

@@ -175,3 +175,22 @@ def test_the_maximin_design_keeps_the_warm_start_and_a_budget_in_generations() -
         "screened", SHORT, [Objective(name="time", mode="min")], budget=Budget(max_generations=5)
     )
     assert len(first_generation(by_generations)) == 4  # `pool_size`, as promised
+
+
+@pytest.mark.parametrize("budget", [Budget(max_generations=1), Budget(max_evaluations=20)])
+def test_a_design_larger_than_the_listed_space_evaluates_it_all_and_says_so(
+    budget: Budget,
+) -> None:
+    space = ss.SearchSpace({"a": ss.choice(["c0", "c1", "c2"])})
+    engine = create_engine(
+        "screened",
+        space,
+        [Objective(name="time", mode="min")],
+        config={"pool_size": 6},
+        budget=budget,
+        seed=0,
+    )
+    assert engine._ranks_by_process()
+    keys = drive(engine, lambda config: {"time": float(config["a"][1])})
+    assert len(keys) == len(set(keys)) == 3
+    assert engine.stop_reason == "every feasible configuration has been evaluated"
