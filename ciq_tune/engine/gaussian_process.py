@@ -2,13 +2,17 @@
 
 The ranking model of the `screened` strategy in spaces of short lists whose feasible
 configurations can be listed (`engine/screened.py`, `ranking`). A Matérn 5/2 covariance
-(Rasmussen & Williams, "Gaussian processes for machine learning", 2006, eq. 4.17) with one
-length scale for every coordinate, chosen from `LENGTH_SCALES` by the marginal likelihood, and a
-fixed noise variance; the values (log times, failures at the worst value) are standardised.
-Kernel Tuner's Bayesian optimisation ranks the whole listed space the same way (Willemsen et
-al., "Bayesian optimization for auto-tuning GPU kernels", PMBS 2021). One length scale, not one
-per parameter: fitted to 10-50 evaluations of a 10-15-parameter kernel space, per-parameter
-scales chase noise (session 7's scikit-learn GP with them ranked worse than the Parzen ratio).
+(Rasmussen & Williams, "Gaussian processes for machine learning", 2006, eq. 4.17) and a fixed
+noise variance; the values (log times, failures at the worst value) are standardised. Kernel
+Tuner's Bayesian optimisation ranks the whole listed space the same way (Willemsen et al.,
+"Bayesian optimization for auto-tuning GPU kernels", PMBS 2021).
+
+Length scales: one for every coordinate, chosen from `LENGTH_SCALES` by the marginal
+likelihood, or one per coordinate (`per_coordinate`), fitted by L-BFGS to the marginal
+likelihood under a log-normal prior that keeps them near a parameter's whole range unless the
+evaluations say otherwise: fitted freely to 10-50 evaluations, per-coordinate scales chase
+noise (session 7), and with the prior they pay only where many parameters matter unequally
+(docs/benchmarks.md, session 17).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 from scipy.linalg import cholesky
 from scipy.linalg import solve_triangular
+from scipy.optimize import minimize
 from scipy.special import ndtr
 
 # Length scales tried, in unit coordinates (a parameter's whole range is 1), and the noise
@@ -28,6 +33,11 @@ from scipy.special import ndtr
 # 0.3-2, 3.897 with 0.3-2 and noise 0.05.
 LENGTH_SCALES = (0.3, 0.5, 0.8, 1.2, 2.0)
 NOISE = 0.05
+# Per-coordinate scales: the prior's weight on (ln scale)^2 around 1, their bounds, and the
+# L-BFGS steps of a fit (session 12's scratch values, kept in session 17).
+SCALE_PRIOR_WEIGHT = 0.5
+SCALE_BOUNDS = (0.05, 10.0)
+FIT_STEPS = 30
 # Covariance of a configuration with itself, for the Cholesky factor's stability.
 _JITTER = 1e-9
 
@@ -44,37 +54,89 @@ def pairwise_distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(squared, 0.0))
 
 
+def _factor(K: np.ndarray) -> np.ndarray:
+    K[np.diag_indices_from(K)] += NOISE + _JITTER
+    return cholesky(K, lower=True)
+
+
+def _neg_log_likelihood(factor: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """Negative log marginal likelihood up to a constant (R&W eq. 2.30), and alpha = K^-1 y."""
+    alpha = cho_solve((factor, True), y)
+    return 0.5 * float(y @ alpha) + float(np.log(np.diag(factor)).sum()), alpha
+
+
+def scale_objective(
+    log_scales: np.ndarray, squared_differences: np.ndarray, y: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """The negative log posterior of per-column length scales (their logs) and its gradient
+    (R&W eq. 5.9), from the rows' squared differences per column (n x n x columns)."""
+    scaled2 = squared_differences / np.exp(2.0 * log_scales)
+    s = math.sqrt(5.0) * np.sqrt(scaled2.sum(-1))
+    decay = np.exp(-s)
+    try:
+        factor = _factor((1.0 + s + s * s / 3.0) * decay)
+    except np.linalg.LinAlgError:
+        return math.inf, np.zeros_like(log_scales)
+    value, alpha = _neg_log_likelihood(factor, y)
+    inverse = cho_solve((factor, True), np.eye(len(y)))
+    # dK/d(ln scale_j) = 5/3 (1 + s) e^-s x (scaled squared difference in column j)
+    slope = (5.0 / 3.0) * (1.0 + s) * decay
+    gradient = 0.5 * np.einsum("ab,abj->j", (inverse - np.outer(alpha, alpha)) * slope, scaled2)
+    prior = SCALE_PRIOR_WEIGHT * float(log_scales @ log_scales)
+    return value + prior, gradient + 2.0 * SCALE_PRIOR_WEIGHT * log_scales
+
+
+def fit_length_scales(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """One length scale per column of `X`: the maximum a posteriori under the log-normal prior
+    (`scale_objective`), by L-BFGS from a parameter's whole range."""
+    squared_differences = (X[:, None, :] - X[None, :, :]) ** 2
+    bounds = [(math.log(SCALE_BOUNDS[0]), math.log(SCALE_BOUNDS[1]))] * X.shape[1]
+    fitted = minimize(
+        scale_objective,
+        np.zeros(X.shape[1]),
+        args=(squared_differences, y),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": FIT_STEPS},
+    )
+    return np.exp(fitted.x)
+
+
 class GaussianProcess:
     """A Gaussian process fitted to rows of unit coordinates and their values.
 
     Args:
         X: one row per evaluated configuration.
         y: its value (lower is better).
-        length_scale: a fixed length scale; None chooses one of `LENGTH_SCALES` by the
-            marginal likelihood.
+        length_scale: fixed length scale(s), one or one per column; None fits them.
+        per_coordinate: fit one length scale per column (`fit_length_scales`) instead of one
+            of `LENGTH_SCALES` for all.
     """
 
-    def __init__(self, X: np.ndarray, y: np.ndarray, length_scale: float | None = None) -> None:
+    def __init__(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        length_scale: float | np.ndarray | None = None,
+        *,
+        per_coordinate: bool = False,
+    ) -> None:
         self.X = np.asarray(X, dtype=float)
         y = np.asarray(y, dtype=float)
         self._mean, self._scale = float(y.mean()), float(y.std()) or 1.0
         self.y = (y - self._mean) / self._scale
-        distances = pairwise_distances(self.X, self.X)
+        if length_scale is None and per_coordinate:
+            length_scale = fit_length_scales(self.X, self.y)
         scales = LENGTH_SCALES if length_scale is None else (length_scale,)
-        best = -math.inf
+        best = math.inf
         for scale in scales:
-            factor = self._factor(distances, scale)
-            alpha = cho_solve((factor, True), self.y)
-            # log marginal likelihood up to a constant (R&W eq. 2.30)
-            fit = -0.5 * float(self.y @ alpha) - float(np.log(np.diag(factor)).sum())
-            if fit > best:
-                best, self.length_scale, self._factor_l, self._alpha = fit, scale, factor, alpha
-
-    @staticmethod
-    def _factor(distances: np.ndarray, scale: float) -> np.ndarray:
-        K = matern52(distances / scale)
-        K[np.diag_indices_from(K)] += NOISE + _JITTER
-        return cholesky(K, lower=True)
+            scaled = self.X / scale
+            factor = _factor(matern52(pairwise_distances(scaled, scaled)))
+            fit, alpha = _neg_log_likelihood(factor, self.y)
+            if fit < best:
+                best, self._factor_l, self._alpha = fit, factor, alpha
+                self.length_scale: float | np.ndarray = scale
 
     @property
     def best(self) -> float:
@@ -83,7 +145,8 @@ class GaussianProcess:
 
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and standard deviation of the standardised value at rows `X`."""
-        K = matern52(pairwise_distances(np.asarray(X, dtype=float), self.X) / self.length_scale)
+        scale = self.length_scale
+        K = matern52(pairwise_distances(np.asarray(X, dtype=float) / scale, self.X / scale))
         mean = K @ self._alpha
         v = solve_triangular(self._factor_l, K.T, lower=True)
         variance = np.maximum(1.0 - (v * v).sum(0), 1e-12)

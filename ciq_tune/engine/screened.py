@@ -66,7 +66,11 @@ farthest from those before it (a greedy maximin design over the listed space): a
 hypercube's rows that break the constraints are replaced by uniform feasible draws, which
 cluster where the constraints leave the most room, and the process extrapolates from them
 (choosing set, seeds 0-19: mean ln 3.995 -> 3.855; kt_rtx, 30 seeds: to 95 % convolution
-27 -> 16.5, GEMM 61.5 -> 62.5; docs/benchmarks.md, session 16).
+27 -> 16.5, GEMM 61.5 -> 62.5; docs/benchmarks.md, session 16). The process fits one length
+scale per parameter (`length_scales`) under a prior that keeps each near the parameter's whole
+range: with one shared scale, parameters that hardly matter (a GEMM's MDIMA / NDIMB) blur the
+distances along those that do (choosing set, seeds 0-19: mean ln 3.855 -> 3.710; kt_rtx, 30
+seeds: GEMM 62.5 -> 47, convolution 16.5 -> 23; docs/benchmarks.md, session 17).
 """
 
 from __future__ import annotations
@@ -122,6 +126,7 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "settle_progress": 0.01,
     "settle_after": 16,
     "ranking": "auto",
+    "length_scales": "per_parameter",
 }
 # Most feasible configurations a space may list for the Gaussian-process ranking (the kt_rtx
 # GEMM space lists 17 956; ranking all of them takes ~0.15 s per pick at 100 evaluations and
@@ -179,6 +184,9 @@ class ScreenedGAConfig(EngineConfig):
             process in a space without a wide parameter that lists at most `MAX_LISTED`
             feasible configurations, unless the search starts from an earlier one
             (`transfer_from`); the ratio elsewhere.
+        length_scales: the process's length scales: one for all parameters ("shared"), or one
+            per parameter under a prior that keeps them near its whole range
+            (`engine/gaussian_process.py`).
     """
 
     pool_size: int = Field(default=SCREENED_DEFAULTS["pool_size"], ge=2)
@@ -204,6 +212,7 @@ class ScreenedGAConfig(EngineConfig):
     settle_progress: float = Field(default=SCREENED_DEFAULTS["settle_progress"], ge=0)
     settle_after: int = Field(default=SCREENED_DEFAULTS["settle_after"], ge=1)
     ranking: Literal["parzen", "gaussian_process", "auto"] = SCREENED_DEFAULTS["ranking"]
+    length_scales: Literal["shared", "per_parameter"] = SCREENED_DEFAULTS["length_scales"]
 
 
 class ScreenedGA(GA):
@@ -400,7 +409,8 @@ class ScreenedGA(GA):
             i = self._listed_index.get(tuple(g))
             if i is not None:
                 fresh[i] = False
-        process = GaussianProcess(X, y)
+        config: ScreenedGAConfig = self.config  # type: ignore[assignment]
+        process = GaussianProcess(X, y, per_coordinate=config.length_scales == "per_parameter")
         if believed:
             B = self._process_features(believed)
             X, y = np.vstack([X, B]), np.concatenate([y, process.to_value(process.predict(B)[0])])

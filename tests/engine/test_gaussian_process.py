@@ -6,14 +6,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scipy.optimize import check_grad
+from scipy.stats import spearmanr
 
 import ciq_tune.space as ss
 from ciq_tune.engine import Budget
 from ciq_tune.engine import Objective
 from ciq_tune.engine import create_engine
+from ciq_tune.engine import screened
 from ciq_tune.engine.gaussian_process import LENGTH_SCALES
 from ciq_tune.engine.gaussian_process import GaussianProcess
 from ciq_tune.engine.gaussian_process import expected_improvement
+from ciq_tune.engine.gaussian_process import scale_objective
 from ciq_tune.errors import EngineError
 from tests.engine.conftest import drive
 from tests.engine.conftest import first_generation
@@ -194,3 +198,59 @@ def test_a_design_larger_than_the_listed_space_evaluates_it_all_and_says_so(
     keys = drive(engine, lambda config: {"time": float(config["a"][1])})
     assert len(keys) == len(set(keys)) == 3
     assert engine.stop_reason == "every feasible configuration has been evaluated"
+
+
+def test_the_per_coordinate_objective_has_the_gradient_it_claims() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.random((15, 4))
+    y = np.sin(4 * X[:, 0]) + 0.3 * X[:, 2]
+    y = (y - y.mean()) / y.std()
+    differences = (X[:, None, :] - X[None, :, :]) ** 2
+    for log_scales in (np.zeros(4), np.log([0.3, 2.0, 0.7, 5.0])):
+        error = check_grad(
+            lambda v: scale_objective(v, differences, y)[0],
+            lambda v: scale_objective(v, differences, y)[1],
+            log_scales,
+        )
+        assert error < 1e-4 * (1 + np.linalg.norm(scale_objective(log_scales, differences, y)[1]))
+
+
+def test_per_coordinate_scales_shrink_where_the_values_change_and_grow_where_they_do_not() -> None:
+    rng = np.random.default_rng(2)
+    X = rng.random((40, 3))
+    y = np.sin(5 * X[:, 0]) + 0.05 * rng.standard_normal(40)  # only column 0 matters
+    process = GaussianProcess(X, y, per_coordinate=True)
+    scales = np.asarray(process.length_scale)
+    assert scales.shape == (3,) and scales[0] < 0.5 and min(scales[1:]) > 3 * scales[0]
+    # Refitting with the fitted scales gives the same process (the kriging believer reuses them).
+    again = GaussianProcess(X, y, process.length_scale)
+    assert np.allclose(again.predict(X[:5])[0], process.predict(X[:5])[0])
+    # The shared scale ranks held-out points worse: column 1 and 2 blur its distances.
+    test = rng.random((300, 3))
+    truth = np.sin(5 * test[:, 0])
+    shared = GaussianProcess(X, y)
+    ranked = [spearmanr(p.predict(test)[0], truth)[0] for p in (process, shared)]
+    assert ranked[0] > ranked[1]
+
+
+@pytest.mark.parametrize("setting", ["per_parameter", "shared"])
+def test_the_search_fits_the_length_scales_its_setting_names(
+    setting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fitted: list[GaussianProcess] = []
+
+    class Recorded(GaussianProcess):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            fitted.append(self)
+
+    monkeypatch.setattr(screened, "GaussianProcess", Recorded)
+    engine = _engine(SHORT, {"length_scales": setting}, 30)
+    drive(engine, lambda config: {"time": _time(config)})
+    columns = engine._listed_X.shape[1]  # three ordered lists and a one-hot category
+    assert fitted and columns == 6
+    for process in fitted:
+        if setting == "per_parameter":
+            assert np.shape(process.length_scale) == (columns,)
+        else:
+            assert process.length_scale in LENGTH_SCALES
