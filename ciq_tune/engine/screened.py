@@ -134,6 +134,12 @@ SCREENED_DEFAULTS: dict[str, Any] = {
 MAX_LISTED = 50_000
 # An unordered parameter's one-hot column value: two distinct values are sqrt(2) x this apart.
 UNORDERED_OFFSET = math.sqrt(0.5)
+# Per-parameter length scales are refitted every generation up to this many evaluations, then
+# once the evaluations have grown by this factor: a fit's L-BFGS steps cost ~n^3 each (every
+# generation: 412 ms of CPU per evaluation over an 800-evaluation search of the battery's
+# categorical space, vs 44 ms with the shared scale; docs/benchmarks.md, session 17).
+SCALES_REFIT_EVERY_GENERATION = 100
+SCALES_REFIT_GROWTH = 1.25
 
 
 class ScreenedGAConfig(EngineConfig):
@@ -233,12 +239,21 @@ class ScreenedGA(GA):
 
     def _strategy_state(self) -> dict[str, Any]:
         # The restarts' "descent" and "descended" beside the compass, as saved before.
-        return {"compass": self._compass_search().state(), **self._multistart().state()}
+        scales = getattr(self, "_scales", None)
+        return {
+            "compass": self._compass_search().state(),
+            **self._multistart().state(),
+            "length_scales": None if scales is None else [float(v) for v in scales],
+            "length_scales_at": getattr(self, "_scales_at", 0),
+        }
 
     def _load_strategy_state(self, state: Mapping[str, Any]) -> None:
         if state.get("compass"):
             self._compass_search().load_state(state["compass"])
         self._multistart().load_state(state)
+        scales = state.get("length_scales")
+        self._scales = None if scales is None else np.array(scales)
+        self._scales_at = int(state.get("length_scales_at", 0))
 
     def _first_generation(self) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
@@ -409,8 +424,7 @@ class ScreenedGA(GA):
             i = self._listed_index.get(tuple(g))
             if i is not None:
                 fresh[i] = False
-        config: ScreenedGAConfig = self.config  # type: ignore[assignment]
-        process = GaussianProcess(X, y, per_coordinate=config.length_scales == "per_parameter")
+        process = self._process(X, y)
         if believed:
             B = self._process_features(believed)
             X, y = np.vstack([X, B]), np.concatenate([y, process.to_value(process.predict(B)[0])])
@@ -430,6 +444,23 @@ class ScreenedGA(GA):
             y = np.concatenate([y, process.to_value(mean[pick : pick + 1])])
             process = GaussianProcess(X, y, process.length_scale)
         return out
+
+    def _process(self, X: np.ndarray, y: np.ndarray) -> GaussianProcess:
+        """The Gaussian process of `X`, `y`; per-parameter length scales (`length_scales`) are
+        refitted on the schedule of `SCALES_REFIT_GROWTH`, and reused in between."""
+        config: ScreenedGAConfig = self.config  # type: ignore[assignment]
+        if config.length_scales == "shared":
+            return GaussianProcess(X, y)
+        scales, fitted_at = getattr(self, "_scales", None), getattr(self, "_scales_at", 0)
+        n = len(X)
+        if (
+            scales is not None
+            and SCALES_REFIT_EVERY_GENERATION < n < SCALES_REFIT_GROWTH * fitted_at
+        ):
+            return GaussianProcess(X, y, scales)
+        process = GaussianProcess(X, y, per_coordinate=True)
+        self._scales, self._scales_at = process.length_scale, n
+        return process
 
     def _converged(self) -> bool:
         """Whether the compass search has used up the poll around the best configuration."""

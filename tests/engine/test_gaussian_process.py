@@ -13,6 +13,7 @@ import ciq_tune.space as ss
 from ciq_tune.engine import Budget
 from ciq_tune.engine import Objective
 from ciq_tune.engine import create_engine
+from ciq_tune.engine import gaussian_process
 from ciq_tune.engine import screened
 from ciq_tune.engine.gaussian_process import LENGTH_SCALES
 from ciq_tune.engine.gaussian_process import GaussianProcess
@@ -254,3 +255,38 @@ def test_the_search_fits_the_length_scales_its_setting_names(
             assert np.shape(process.length_scale) == (columns,)
         else:
             assert process.length_scale in LENGTH_SCALES
+
+
+def test_per_parameter_scales_are_refitted_every_generation_then_as_the_evaluations_grow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fitted_at: list[int] = []
+    fit = gaussian_process.fit_length_scales
+
+    def counted(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        fitted_at.append(len(X))
+        return fit(X, y)
+
+    monkeypatch.setattr(gaussian_process, "fit_length_scales", counted)
+
+    def run(interrupt: bool) -> list[str]:
+        engine = _engine(SHORT, {}, 170, 3)
+        keys: list[str] = []
+        while not engine.finished:
+            if interrupt and len(keys) == 130:
+                engine = type(engine).from_state(engine.get_state())
+            candidate = engine.ask()
+            assert candidate is not None
+            keys.append(candidate.key)
+            engine.tell(candidate.id, {"time": _time(candidate.config)})
+        return keys
+
+    uninterrupted = run(interrupt=False)
+    early = [n for n in fitted_at if n <= screened.SCALES_REFIT_EVERY_GENERATION]
+    late = [n for n in fitted_at if n > screened.SCALES_REFIT_EVERY_GENERATION]
+    assert all(b - a <= 4 for a, b in zip(early, early[1:]))  # one fit per generation of 4
+    assert late and all(
+        b >= screened.SCALES_REFIT_GROWTH * a for a, b in zip([early[-1], *late], late)
+    )
+    # The scales in use are part of the engine's state: a restored search proposes the same.
+    assert run(interrupt=True) == uninterrupted
