@@ -459,7 +459,7 @@ class ScreenedGA(GA):
         ):
             return GaussianProcess(X, y, scales)
         process = GaussianProcess(X, y, per_coordinate=True)
-        self._scales, self._scales_at = process.length_scale, n
+        self._scales, self._scales_at = np.asarray(process.length_scale), n
         return process
 
     def _converged(self) -> bool:

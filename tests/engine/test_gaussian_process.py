@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -284,9 +285,9 @@ def test_per_parameter_scales_are_refitted_every_generation_then_as_the_evaluati
     uninterrupted = run(interrupt=False)
     early = [n for n in fitted_at if n <= screened.SCALES_REFIT_EVERY_GENERATION]
     late = [n for n in fitted_at if n > screened.SCALES_REFIT_EVERY_GENERATION]
-    assert all(b - a <= 4 for a, b in zip(early, early[1:]))  # one fit per generation of 4
+    assert all(b - a <= 4 for a, b in itertools.pairwise(early))  # one fit per generation of 4
     assert late and all(
-        b >= screened.SCALES_REFIT_GROWTH * a for a, b in zip([early[-1], *late], late)
+        b >= screened.SCALES_REFIT_GROWTH * a for a, b in itertools.pairwise([early[-1], *late])
     )
     # The scales in use are part of the engine's state: a restored search proposes the same.
     assert run(interrupt=True) == uninterrupted
