@@ -120,20 +120,23 @@ def test_failures_steer_the_process_away() -> None:
     assert picks_of_block_128(fails=True) < 0.8 * picks_of_block_128(fails=False)
 
 
-def test_the_process_ranking_is_restored_from_state() -> None:
-    def run(interrupt: bool) -> list[str]:
-        engine = _engine(SHORT, {}, 40, 4)
-        keys: list[str] = []
-        while not engine.finished:
-            if interrupt and len(keys) == 17:
-                engine = type(engine).from_state(engine.get_state())
-            candidate = engine.ask()
-            assert candidate is not None
-            keys.append(candidate.key)
-            engine.tell(candidate.id, {"time": _time(candidate.config)})
-        return keys
+def _proposed_keys(evaluations: int, seed: int, restore_at: int | None = None) -> list[str]:
+    """The keys a default search of SHORT proposes, restored from its state after `restore_at`
+    proposals (None: never)."""
+    engine = _engine(SHORT, {}, evaluations, seed)
+    keys: list[str] = []
+    while not engine.finished:
+        if len(keys) == restore_at:
+            engine = type(engine).from_state(engine.get_state())
+        candidate = engine.ask()
+        assert candidate is not None
+        keys.append(candidate.key)
+        engine.tell(candidate.id, {"time": _time(candidate.config)})
+    return keys
 
-    assert run(interrupt=True) == run(interrupt=False)
+
+def test_the_process_ranking_is_restored_from_state() -> None:
+    assert _proposed_keys(40, 4, restore_at=17) == _proposed_keys(40, 4)
 
 
 def test_a_search_started_from_an_earlier_one_keeps_the_ratio() -> None:
@@ -270,19 +273,7 @@ def test_per_parameter_scales_are_refitted_every_generation_then_as_the_evaluati
 
     monkeypatch.setattr(gaussian_process, "fit_length_scales", counted)
 
-    def run(interrupt: bool) -> list[str]:
-        engine = _engine(SHORT, {}, 170, 3)
-        keys: list[str] = []
-        while not engine.finished:
-            if interrupt and len(keys) == 130:
-                engine = type(engine).from_state(engine.get_state())
-            candidate = engine.ask()
-            assert candidate is not None
-            keys.append(candidate.key)
-            engine.tell(candidate.id, {"time": _time(candidate.config)})
-        return keys
-
-    uninterrupted = run(interrupt=False)
+    uninterrupted = _proposed_keys(170, 3)
     early = [n for n in fitted_at if n <= screened.SCALES_REFIT_EVERY_GENERATION]
     late = [n for n in fitted_at if n > screened.SCALES_REFIT_EVERY_GENERATION]
     assert all(b - a <= 4 for a, b in itertools.pairwise(early))  # one fit per generation of 4
@@ -290,4 +281,4 @@ def test_per_parameter_scales_are_refitted_every_generation_then_as_the_evaluati
         b >= screened.SCALES_REFIT_GROWTH * a for a, b in itertools.pairwise([early[-1], *late])
     )
     # The scales in use are part of the engine's state: a restored search proposes the same.
-    assert run(interrupt=True) == uninterrupted
+    assert _proposed_keys(170, 3, restore_at=130) == uninterrupted
