@@ -11,7 +11,7 @@ Length scales: one for every coordinate, chosen from `LENGTH_SCALES` by the marg
 likelihood, or one per coordinate (`per_coordinate`), fitted by L-BFGS to the marginal
 likelihood under a log-normal prior that keeps them near a parameter's whole range unless the
 evaluations say otherwise: fitted freely to 10-50 evaluations, per-coordinate scales chase
-noise (session 7), and with the prior they pay only where many parameters matter unequally
+noise (session 7); under the prior they rank the replay choosing set better than one scale
 (docs/benchmarks.md, session 17).
 """
 

@@ -73,7 +73,7 @@ distances along those that do (choosing set, seeds 0-19: mean ln 3.855 -> 3.710;
 seeds: GEMM 62.5 -> 47, convolution 16.5 -> 23; docs/benchmarks.md, session 17). With those
 scales a 6-point design beats 10 (choosing set, seeds 0-19 / 20-39: mean ln 3.710 / 3.746 ->
 3.623 / 3.573; spaces of 106-396 configurations cut from it: evaluations to 95 % 0.347 -> 0.320
-of random search's, geometric mean; session 17).
+of random search's, geometric mean; kt_rtx with both: GEMM 53, convolution 21.5; session 17).
 """
 
 from __future__ import annotations
