@@ -232,9 +232,9 @@ def _kill_worker_part_way(
     cluster: Cluster, driver: subprocess.Popen[str], events_path: Path, worker_id: str
 ) -> dict[str, Any]:
     """Wait for KILL_AFTER ended evaluations, some on each node, then hold the worker node's
-    evaluations (`hold_file`) and kill the node once one of them says it is
-    held: that one cannot end while the node's processes are found and killed (which took
-    longer than an evaluation on a loaded machine). Returns when, and what was running there."""
+    evaluations (`hold_file`) and kill the node once one of them says it is held: that one
+    cannot end while the node's processes are found and killed (which took longer than an
+    evaluation on a loaded machine). Returns when, and what was running there."""
     hold = hold_file(events_path, worker_id)
     deadline = time.monotonic() + SEARCH_TIMEOUT_S
     while time.monotonic() < deadline and driver.poll() is None:
