@@ -246,17 +246,18 @@ class ScreenedGA(GA):
         return {
             "compass": self._compass_search().state(),
             **self._multistart().state(),
-            "length_scales": None if scales is None else [float(v) for v in scales],
-            "length_scales_at": getattr(self, "_scales_at", 0),
+            "fitted_length_scales": None if scales is None else [float(v) for v in scales],
+            "fitted_length_scales_at": getattr(self, "_scales_at", 0),
         }
 
     def _load_strategy_state(self, state: Mapping[str, Any]) -> None:
         if state.get("compass"):
             self._compass_search().load_state(state["compass"])
         self._multistart().load_state(state)
-        scales = state.get("length_scales")
+        # The scales in use (not the `length_scales` setting) and how many evaluations they fit.
+        scales = state.get("fitted_length_scales")
         self._scales = None if scales is None else np.array(scales)
-        self._scales_at = int(state.get("length_scales_at", 0))
+        self._scales_at = int(state.get("fitted_length_scales_at", 0))
 
     def _first_generation(self) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
