@@ -8,11 +8,14 @@ Tuner's Bayesian optimisation ranks the whole listed space the same way (Willems
 "Bayesian optimization for auto-tuning GPU kernels", PMBS 2021).
 
 Length scales: one for every coordinate, chosen from `LENGTH_SCALES` by the marginal
-likelihood, or one per coordinate (`per_coordinate`), fitted by L-BFGS to the marginal
-likelihood under a log-normal prior that keeps them near a parameter's whole range unless the
-evaluations say otherwise: fitted freely to 10-50 evaluations, per-coordinate scales chase
-noise (session 7); under the prior they rank the replay choosing set better than one scale
-(docs/benchmarks.md, session 17).
+likelihood with the fixed noise `NOISE`, or one per coordinate (`per_coordinate`), fitted by
+L-BFGS to the marginal likelihood together with the noise variance, under a log-normal prior
+that keeps the scales near a parameter's whole range unless the evaluations say otherwise:
+fitted freely to 10-50 evaluations, per-coordinate scales chase noise (session 7); under the
+prior they rank the replay choosing set better than one scale (docs/benchmarks.md, session 17).
+The fitted noise is as small as the values allow: replayed timings repeat exactly, and a fixed
+0.05 (standard deviation 0.22 of the values' spread) blurred the few per cent that separate the
+configurations near the optimum (kt_rtx GEMM, session 18).
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ from scipy.special import ndtr
 LENGTH_SCALES = (0.3, 0.5, 0.8, 1.2, 2.0)
 NOISE = 0.05
 # Per-coordinate scales: the prior's weight on (ln scale)^2 around 1, their bounds, and the
-# L-BFGS steps of a fit (session 12's scratch values, kept in session 17).
+# L-BFGS steps of a fit (session 12's scratch values, kept in session 17); the bounds of the
+# noise variance fitted with them, and its starting value, `NOISE`.
 SCALE_PRIOR_WEIGHT = 0.5
 SCALE_BOUNDS = (0.05, 10.0)
+NOISE_BOUNDS = (1e-4, 0.5)
 FIT_STEPS = 30
 # Covariance of a configuration with itself, for the Cholesky factor's stability.
 _JITTER = 1e-9
@@ -54,8 +59,8 @@ def pairwise_distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(squared, 0.0))
 
 
-def _factor(K: np.ndarray) -> np.ndarray:
-    K[np.diag_indices_from(K)] += NOISE + _JITTER
+def _factor(K: np.ndarray, noise: float) -> np.ndarray:
+    K[np.diag_indices_from(K)] += noise + _JITTER
     return cholesky(K, lower=True)
 
 
@@ -65,42 +70,49 @@ def _neg_log_likelihood(factor: np.ndarray, y: np.ndarray) -> tuple[float, np.nd
     return 0.5 * float(y @ alpha) + float(np.log(np.diag(factor)).sum()), alpha
 
 
-def scale_objective(
-    log_scales: np.ndarray, squared_differences: np.ndarray, y: np.ndarray
+def hyperparameter_objective(
+    theta: np.ndarray, squared_differences: np.ndarray, y: np.ndarray
 ) -> tuple[float, np.ndarray]:
-    """The negative log posterior of per-column length scales (their logs) and its gradient
-    (R&W eq. 5.9), from the rows' squared differences per column (n x n x columns)."""
+    """The negative log posterior of per-column length scales and the noise variance, `theta`
+    = their logs (the scales, then the noise), and its gradient (R&W eq. 5.9), from the rows'
+    squared differences per column (n x n x columns)."""
+    log_scales, noise = theta[:-1], math.exp(theta[-1])
     scaled2 = squared_differences / np.exp(2.0 * log_scales)
     s = math.sqrt(5.0) * np.sqrt(scaled2.sum(-1))
     decay = np.exp(-s)
     try:
-        factor = _factor((1.0 + s + s * s / 3.0) * decay)
+        factor = _factor((1.0 + s + s * s / 3.0) * decay, noise)
     except np.linalg.LinAlgError:
-        return math.inf, np.zeros_like(log_scales)
+        return math.inf, np.zeros_like(theta)
     value, alpha = _neg_log_likelihood(factor, y)
     inverse = cho_solve((factor, True), np.eye(len(y)))
-    # dK/d(ln scale_j) = 5/3 (1 + s) e^-s x (scaled squared difference in column j)
+    outer = inverse - np.outer(alpha, alpha)
+    # dK/d(ln scale_j) = 5/3 (1 + s) e^-s x (scaled squared difference in column j);
+    # dK/d(ln noise) = noise x I.
     slope = (5.0 / 3.0) * (1.0 + s) * decay
-    gradient = 0.5 * np.einsum("ab,abj->j", (inverse - np.outer(alpha, alpha)) * slope, scaled2)
+    scales_gradient = 0.5 * np.einsum("ab,abj->j", outer * slope, scaled2)
+    noise_gradient = 0.5 * noise * float(np.trace(outer))
     prior = SCALE_PRIOR_WEIGHT * float(log_scales @ log_scales)
-    return value + prior, gradient + 2.0 * SCALE_PRIOR_WEIGHT * log_scales
+    return value + prior, np.append(
+        scales_gradient + 2.0 * SCALE_PRIOR_WEIGHT * log_scales, noise_gradient
+    )
 
 
-def fit_length_scales(X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """One length scale per column of `X`: the maximum a posteriori under the log-normal prior
-    (`scale_objective`), by L-BFGS from a parameter's whole range."""
+def fit_hyperparameters(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """One length scale per column of `X` and the noise variance: the maximum a posteriori
+    (`hyperparameter_objective`), by L-BFGS from a parameter's whole range and `NOISE`."""
     squared_differences = (X[:, None, :] - X[None, :, :]) ** 2
     bounds = [(math.log(SCALE_BOUNDS[0]), math.log(SCALE_BOUNDS[1]))] * X.shape[1]
     fitted = minimize(
-        scale_objective,
-        np.zeros(X.shape[1]),
+        hyperparameter_objective,
+        np.append(np.zeros(X.shape[1]), math.log(NOISE)),
         args=(squared_differences, y),
         jac=True,
         method="L-BFGS-B",
-        bounds=bounds,
+        bounds=[*bounds, (math.log(NOISE_BOUNDS[0]), math.log(NOISE_BOUNDS[1]))],
         options={"maxiter": FIT_STEPS},
     )
-    return np.exp(fitted.x)
+    return np.exp(fitted.x[:-1]), math.exp(fitted.x[-1])
 
 
 class GaussianProcess:
@@ -110,8 +122,9 @@ class GaussianProcess:
         X: one row per evaluated configuration.
         y: its value (lower is better).
         length_scale: fixed length scale(s), one or one per column; None fits them.
-        per_coordinate: fit one length scale per column (`fit_length_scales`) instead of one
-            of `LENGTH_SCALES` for all.
+        noise: the noise variance of the standardised values, where not fitted.
+        per_coordinate: fit one length scale per column and the noise (`fit_hyperparameters`)
+            instead of one of `LENGTH_SCALES` for all.
     """
 
     def __init__(
@@ -120,6 +133,7 @@ class GaussianProcess:
         y: np.ndarray,
         length_scale: float | np.ndarray | None = None,
         *,
+        noise: float = NOISE,
         per_coordinate: bool = False,
     ) -> None:
         self.X = np.asarray(X, dtype=float)
@@ -127,12 +141,13 @@ class GaussianProcess:
         self._mean, self._scale = float(y.mean()), float(y.std()) or 1.0
         self.y = (y - self._mean) / self._scale
         if length_scale is None and per_coordinate:
-            length_scale = fit_length_scales(self.X, self.y)
+            length_scale, noise = fit_hyperparameters(self.X, self.y)
+        self.noise = noise
         scales = LENGTH_SCALES if length_scale is None else (length_scale,)
         best = math.inf
         for scale in scales:
             scaled = self.X / scale
-            factor = _factor(matern52(pairwise_distances(scaled, scaled)))
+            factor = _factor(matern52(pairwise_distances(scaled, scaled)), noise)
             fit, alpha = _neg_log_likelihood(factor, self.y)
             if fit < best:
                 best, self._factor_l, self._alpha = fit, factor, alpha

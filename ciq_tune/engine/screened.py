@@ -74,6 +74,12 @@ seeds: GEMM 62.5 -> 47, convolution 16.5 -> 23; docs/benchmarks.md, session 17).
 scales a 6-point design beats 10 (choosing set, seeds 0-19 / 20-39: mean ln 3.710 / 3.746 ->
 3.623 / 3.573; spaces of 106-396 configurations cut from it: evaluations to 95 % 0.347 -> 0.320
 of random search's, geometric mean; kt_rtx with both: GEMM 53, convolution 21.5; session 17).
+The noise is fitted with the scales, and the last of each generation's picks (`local_picks`)
+is the highest expected improvement among configurations that change at most two parameters
+of the best: near the optimum the process cannot resolve the few per cent between neighbours,
+and over the whole space the picks went to configurations that change many parameters at once
+(choosing set, seeds 0-39: mean ln 3.598 -> 3.552; kt_rtx, 30 seeds: GEMM 53 -> 43,
+convolution 21.5 -> 21.5; session 18).
 """
 
 from __future__ import annotations
@@ -93,6 +99,7 @@ from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.coordinate_search import CompassSearch
 from ciq_tune.engine.features import UnitFeatures
 from ciq_tune.engine.ga import GA
+from ciq_tune.engine.gaussian_process import NOISE
 from ciq_tune.engine.gaussian_process import GaussianProcess
 from ciq_tune.engine.gaussian_process import expected_improvement
 from ciq_tune.engine.multistart import Samples
@@ -130,6 +137,7 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "settle_after": 16,
     "ranking": "auto",
     "length_scales": "per_parameter",
+    "local_picks": 1,
 }
 # Most feasible configurations a space may list for the Gaussian-process ranking (the kt_rtx
 # GEMM space lists 17 956; ranking all of them takes ~0.15 s per pick at 100 evaluations and
@@ -143,6 +151,8 @@ UNORDERED_OFFSET = math.sqrt(0.5)
 # categorical space, vs 44 ms with the shared scale; docs/benchmarks.md, session 17).
 SCALES_REFIT_EVERY_GENERATION = 100
 SCALES_REFIT_GROWTH = 1.25
+# A local pick (`local_picks`) changes at most this many parameters of the best configuration.
+LOCAL_CHANGES = 2
 
 
 class ScreenedGAConfig(EngineConfig):
@@ -196,6 +206,9 @@ class ScreenedGAConfig(EngineConfig):
         length_scales: the process's length scales: one for all parameters ("shared"), or one
             per parameter under a prior that keeps them near its whole range
             (`engine/gaussian_process.py`).
+        local_picks: of each generation's picks by the process, this many are the highest
+            expected improvement among configurations that change at most `LOCAL_CHANGES`
+            parameters of the best one.
     """
 
     pool_size: int = Field(default=SCREENED_DEFAULTS["pool_size"], ge=2)
@@ -222,6 +235,7 @@ class ScreenedGAConfig(EngineConfig):
     settle_after: int = Field(default=SCREENED_DEFAULTS["settle_after"], ge=1)
     ranking: Literal["parzen", "gaussian_process", "auto"] = SCREENED_DEFAULTS["ranking"]
     length_scales: Literal["shared", "per_parameter"] = SCREENED_DEFAULTS["length_scales"]
+    local_picks: int = Field(default=SCREENED_DEFAULTS["local_picks"], ge=0)
 
 
 class ScreenedGA(GA):
@@ -248,16 +262,19 @@ class ScreenedGA(GA):
             **self._multistart().state(),
             "fitted_length_scales": None if scales is None else [float(v) for v in scales],
             "fitted_length_scales_at": getattr(self, "_scales_at", 0),
+            "fitted_noise": getattr(self, "_noise", None),
         }
 
     def _load_strategy_state(self, state: Mapping[str, Any]) -> None:
         if state.get("compass"):
             self._compass_search().load_state(state["compass"])
         self._multistart().load_state(state)
-        # The scales in use (not the `length_scales` setting) and how many evaluations they fit.
+        # The scales and noise in use (not the `length_scales` setting) and how many
+        # evaluations they fit.
         scales = state.get("fitted_length_scales")
         self._scales = None if scales is None else np.array(scales)
         self._scales_at = int(state.get("fitted_length_scales_at", 0))
+        self._noise = state.get("fitted_noise") or NOISE  # saved before session 18: the fixed one
 
     def _first_generation(self) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
@@ -385,6 +402,7 @@ class ScreenedGA(GA):
                 )
             return []
         self._listed_X = self._process_features(listed)
+        self._listed_genes = np.array([list(g) for g in listed], dtype=object)
         self._listed_index = {tuple(g): i for i, g in enumerate(listed)}
         return listed
 
@@ -410,7 +428,11 @@ class ScreenedGA(GA):
         expected improvement under a Gaussian process fitted to the evaluations (log values
         when all are positive; failures at the worst value) and to the candidates out or picked
         before it, at their predicted values (the kriging believer, Ginsbourger et al.,
-        "Kriging is well-suited to parallelize optimization", 2010)."""
+        "Kriging is well-suited to parallelize optimization", 2010). The last `local_picks`
+        choose only among configurations near the best (`LOCAL_CHANGES`): over the whole space
+        the highest expected improvement near the optimum goes to configurations that change
+        many parameters at once, as the process cannot resolve a few per cent there."""
+        config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         ok = [r for r in self._records if r.ok]
         if n <= 0 or len(ok) < 2:
             return []
@@ -428,14 +450,17 @@ class ScreenedGA(GA):
             i = self._listed_index.get(tuple(g))
             if i is not None:
                 fresh[i] = False
+        best = np.array(list(self._split()[0][0].genes), dtype=object)
+        near = (self._listed_genes != best).sum(1) <= LOCAL_CHANGES
         process = self._process(X, y)
         if believed:
             B = self._process_features(believed)
             X, y = np.vstack([X, B]), np.concatenate([y, process.to_value(process.predict(B)[0])])
-            process = GaussianProcess(X, y, process.length_scale)
+            process = GaussianProcess(X, y, process.length_scale, noise=process.noise)
         out: list[Candidate] = []
         while len(out) < n and fresh.any():
-            rows = np.flatnonzero(fresh)
+            local = len(out) >= n - config.local_picks and bool((fresh & near).any())
+            rows = np.flatnonzero(fresh & near if local else fresh)
             mean, sd = process.predict(self._listed_X[rows])
             pick = int(np.argmax(expected_improvement(mean, sd, process.best)))
             row = int(rows[pick])
@@ -446,12 +471,13 @@ class ScreenedGA(GA):
             out.append(candidate)
             X = np.vstack([X, self._listed_X[row]])
             y = np.concatenate([y, process.to_value(mean[pick : pick + 1])])
-            process = GaussianProcess(X, y, process.length_scale)
+            process = GaussianProcess(X, y, process.length_scale, noise=process.noise)
         return out
 
     def _process(self, X: np.ndarray, y: np.ndarray) -> GaussianProcess:
-        """The Gaussian process of `X`, `y`; per-parameter length scales (`length_scales`) are
-        refitted on the schedule of `SCALES_REFIT_GROWTH`, and reused in between."""
+        """The Gaussian process of `X`, `y`; per-parameter length scales (`length_scales`) and
+        the noise are refitted on the schedule of `SCALES_REFIT_GROWTH`, and reused in
+        between."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         if config.length_scales == "shared":
             return GaussianProcess(X, y)
@@ -461,9 +487,10 @@ class ScreenedGA(GA):
             scales is not None
             and SCALES_REFIT_EVERY_GENERATION < n < SCALES_REFIT_GROWTH * fitted_at
         ):
-            return GaussianProcess(X, y, scales)
+            return GaussianProcess(X, y, scales, noise=self._noise)
         process = GaussianProcess(X, y, per_coordinate=True)
         self._scales, self._scales_at = np.asarray(process.length_scale), n
+        self._noise = process.noise
         return process
 
     def _converged(self) -> bool:

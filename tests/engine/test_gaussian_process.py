@@ -19,7 +19,7 @@ from ciq_tune.engine import screened
 from ciq_tune.engine.gaussian_process import LENGTH_SCALES
 from ciq_tune.engine.gaussian_process import GaussianProcess
 from ciq_tune.engine.gaussian_process import expected_improvement
-from ciq_tune.engine.gaussian_process import scale_objective
+from ciq_tune.engine.gaussian_process import hyperparameter_objective
 from ciq_tune.errors import EngineError
 from tests.engine.conftest import drive
 from tests.engine.conftest import first_generation
@@ -211,13 +211,14 @@ def test_the_per_coordinate_objective_has_the_gradient_it_claims() -> None:
     y = np.sin(4 * X[:, 0]) + 0.3 * X[:, 2]
     y = (y - y.mean()) / y.std()
     differences = (X[:, None, :] - X[None, :, :]) ** 2
-    for log_scales in (np.zeros(4), np.log([0.3, 2.0, 0.7, 5.0])):
+    for theta in (np.log([1, 1, 1, 1, 0.05]), np.log([0.3, 2.0, 0.7, 5.0, 0.002])):
         error = check_grad(
-            lambda v: scale_objective(v, differences, y)[0],
-            lambda v: scale_objective(v, differences, y)[1],
-            log_scales,
+            lambda v: hyperparameter_objective(v, differences, y)[0],
+            lambda v: hyperparameter_objective(v, differences, y)[1],
+            theta,
         )
-        assert error < 1e-4 * (1 + np.linalg.norm(scale_objective(log_scales, differences, y)[1]))
+        gradient = hyperparameter_objective(theta, differences, y)[1]
+        assert error < 1e-4 * (1 + np.linalg.norm(gradient))
 
 
 def test_per_coordinate_scales_shrink_where_the_values_change_and_grow_where_they_do_not() -> None:
@@ -227,8 +228,9 @@ def test_per_coordinate_scales_shrink_where_the_values_change_and_grow_where_the
     process = GaussianProcess(X, y, per_coordinate=True)
     scales = np.asarray(process.length_scale)
     assert scales.shape == (3,) and scales[0] < 0.5 and min(scales[1:]) > 3 * scales[0]
-    # Refitting with the fitted scales gives the same process (the kriging believer reuses them).
-    again = GaussianProcess(X, y, process.length_scale)
+    # Refitting with the fitted scales and noise gives the same process (the kriging believer
+    # reuses them).
+    again = GaussianProcess(X, y, process.length_scale, noise=process.noise)
     assert np.allclose(again.predict(X[:5])[0], process.predict(X[:5])[0])
     # The shared scale ranks held-out points worse: column 1 and 2 blur its distances.
     test = rng.random((300, 3))
@@ -236,6 +238,21 @@ def test_per_coordinate_scales_shrink_where_the_values_change_and_grow_where_the
     shared = GaussianProcess(X, y)
     ranked = [spearmanr(p.predict(test)[0], truth)[0] for p in (process, shared)]
     assert ranked[0] > ranked[1]
+
+
+def test_the_fitted_noise_follows_the_noise_in_the_values() -> None:
+    rng = np.random.default_rng(3)
+    X = rng.random((40, 2))
+    smooth = np.sin(4 * X[:, 0]) + X[:, 1]
+    exact = GaussianProcess(X, smooth, per_coordinate=True)
+    measured = smooth + 0.2 * rng.standard_normal(40)
+    noisy = GaussianProcess(X, measured, per_coordinate=True)
+    # Replayed timings repeat exactly: the noise goes to its lower bound, far below the fixed
+    # one, and the process interpolates; measured noise is fitted within a factor of 3 (the
+    # noise variance of the standardised values is 0.2^2 / their variance).
+    assert exact.noise < 0.01 * gaussian_process.NOISE
+    assert np.allclose(exact.to_value(exact.predict(X)[0]), smooth, atol=0.01 * smooth.std())
+    assert 1 / 3 < noisy.noise / (0.2**2 / measured.var()) < 3
 
 
 @pytest.mark.parametrize("setting", ["per_parameter", "shared"])
@@ -265,13 +282,13 @@ def test_per_parameter_scales_are_refitted_every_generation_then_as_the_evaluati
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fitted_at: list[int] = []
-    fit = gaussian_process.fit_length_scales
+    fit = gaussian_process.fit_hyperparameters
 
-    def counted(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def counted(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
         fitted_at.append(len(X))
         return fit(X, y)
 
-    monkeypatch.setattr(gaussian_process, "fit_length_scales", counted)
+    monkeypatch.setattr(gaussian_process, "fit_hyperparameters", counted)
 
     uninterrupted = _proposed_keys(170, 3)
     early = [n for n in fitted_at if n <= screened.SCALES_REFIT_EVERY_GENERATION]
@@ -280,5 +297,23 @@ def test_per_parameter_scales_are_refitted_every_generation_then_as_the_evaluati
     assert late and all(
         b >= screened.SCALES_REFIT_GROWTH * a for a, b in itertools.pairwise([early[-1], *late])
     )
-    # The scales in use are part of the engine's state: a restored search proposes the same.
+    # The scales and noise in use are part of the engine's state: a restored search proposes
+    # the same.
     assert _proposed_keys(170, 3, restore_at=130) == uninterrupted
+
+
+def _changes_from_the_best(local_picks: int) -> list[int]:
+    """How many parameters of the best configuration each of a generation's four process picks
+    changes, after 16 evaluations of a six-parameter bowl."""
+    space = ss.SearchSpace({f"p{i}": ss.ordinal([1, 2, 4, 8]) for i in range(6)})
+    engine = _engine(space, {"local_picks": local_picks}, 16)
+    drive(engine, lambda c: {"time": sum((np.log2(v) - 1.5) ** 2 for v in c.values())})
+    best = engine._split()[0][0].genes
+    picks = engine._expected_improvement_picks(4)
+    return [sum(a != b for a, b in zip(p.genes, best, strict=True)) for p in picks]
+
+
+def test_the_last_picks_of_a_generation_stay_near_the_best() -> None:
+    assert max(_changes_from_the_best(0)) > screened.LOCAL_CHANGES
+    assert max(_changes_from_the_best(1)[-1:]) <= screened.LOCAL_CHANGES
+    assert max(_changes_from_the_best(4)) <= screened.LOCAL_CHANGES
