@@ -208,7 +208,8 @@ class ScreenedGAConfig(EngineConfig):
             (`engine/gaussian_process.py`).
         local_picks: of each generation's picks by the process, this many are the highest
             expected improvement among configurations that change at most `LOCAL_CHANGES`
-            parameters of the best one.
+            parameters of the best one (a `steady_state` search's single picks: with
+            probability `local_picks` / `pool_size`).
     """
 
     pool_size: int = Field(default=SCREENED_DEFAULTS["pool_size"], ge=2)
@@ -452,6 +453,9 @@ class ScreenedGA(GA):
                 fresh[i] = False
         best = np.array(list(self._split()[0][0].genes), dtype=object)
         near = (self._listed_genes != best).sum(1) <= LOCAL_CHANGES
+        n_local = config.local_picks
+        if config.steady_state:  # one pick at a time: local at the generational share
+            n_local = int(self.rng.random() < config.local_picks / config.pool_size)
         process = self._process(X, y)
         if believed:
             B = self._process_features(believed)
@@ -459,7 +463,7 @@ class ScreenedGA(GA):
             process = GaussianProcess(X, y, process.length_scale, noise=process.noise)
         out: list[Candidate] = []
         while len(out) < n and fresh.any():
-            local = len(out) >= n - config.local_picks and bool((fresh & near).any())
+            local = len(out) >= n - n_local and bool((fresh & near).any())
             rows = np.flatnonzero(fresh & near if local else fresh)
             mean, sd = process.predict(self._listed_X[rows])
             pick = int(np.argmax(expected_improvement(mean, sd, process.best)))

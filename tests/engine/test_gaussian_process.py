@@ -317,3 +317,18 @@ def test_the_last_picks_of_a_generation_stay_near_the_best() -> None:
     assert max(_changes_from_the_best(0)) > screened.LOCAL_CHANGES
     assert max(_changes_from_the_best(1)[-1:]) <= screened.LOCAL_CHANGES
     assert max(_changes_from_the_best(4)) <= screened.LOCAL_CHANGES
+
+
+def test_a_steady_state_search_picks_near_the_best_only_at_the_generational_share() -> None:
+    space = ss.SearchSpace({f"p{i}": ss.ordinal([1, 2, 4, 8]) for i in range(6)})
+    engine = _engine(space, {"steady_state": True}, 60)
+    drive(engine, lambda c: {"time": sum((np.log2(v) - 1.5) ** 2 for v in c.values())})
+    records = engine.records
+    local = []
+    for i in range(engine.config.listed_initial_points, len(records)):
+        best = min(records[:i], key=lambda r: r.values["time"]).genes
+        changes = sum(a != b for a, b in zip(records[i].genes, best, strict=True))
+        local.append(changes <= screened.LOCAL_CHANGES)
+    # One pick at a time, each local with probability 1/4 (plus whole-space picks that
+    # happen to land near the best), not every one.
+    assert 0 < sum(local) < len(local)
