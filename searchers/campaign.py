@@ -236,6 +236,29 @@ class _Progress(tune.Callback):
         self._progress.update.remote(self._name, "crash", None)
 
 
+class StoppingPoll:
+    """Whether the campaign is being stopped (`ProgressBoard.stopping`), without blocking the
+    Tune loop that asks: each call takes the answer to the previous query if it has arrived
+    (False until then) and sends the next. A blocking query waited 68 s for the board under
+    load, Tune's loop with it, so a search's time limit stopped nothing and the campaign
+    cancelled the search, whose trials' placement groups then held every CPU (session 18)."""
+
+    def __init__(self, progress: Any) -> None:
+        self._progress = progress
+        self._asked: Any = None
+
+    def __call__(self) -> bool:
+        if self._asked is not None:
+            ready, _ = ray.wait([self._asked], timeout=0)
+            if not ready:
+                return False
+            answer, self._asked = bool(ray.get(self._asked)), None
+            if answer:
+                return True
+        self._asked = self._progress.stopping.remote()
+        return False
+
+
 class ProgressBoard:
     """Evaluations done, failures and best value so far per search, and whether the campaign
     is being stopped (a Ray actor)."""
@@ -352,7 +375,7 @@ def run_search(
             callbacks=[
                 *tracking_callbacks(tracking, run_dir=out, search_name=name),
                 _Progress(progress, name, desc.metric),
-                StopRequested(lambda: ray.get(progress.stopping.remote()), every_s=_POLL_S),
+                StopRequested(StoppingPoll(progress), every_s=_POLL_S),
             ],
         ),
     )

@@ -14,6 +14,7 @@ import yaml
 from searchers.campaign import PROGRESS
 from searchers.campaign import CampaignConfig
 from searchers.campaign import SearchSpec
+from searchers.campaign import StoppingPoll
 from searchers.campaign import expand_searches
 from searchers.campaign import run_campaign
 from searchers.campaign import search_names
@@ -203,3 +204,32 @@ def _evaluations_done(out: Path) -> int:
     except (OSError, ValueError):  # not written yet, or caught half-written
         return 0
     return sum(row["done"] for row in board.values())
+
+
+class _SlowBoard:
+    """A progress board that answers `stopping` (yes) only `delay_s` after it started."""
+
+    def __init__(self, delay_s: float) -> None:
+        self._answers_at = time.monotonic() + delay_s
+
+    def stopping(self) -> bool:
+        time.sleep(max(0.0, self._answers_at - time.monotonic()))
+        return True
+
+
+def test_polling_for_a_stop_never_waits_for_the_board(ray_cluster: None) -> None:
+    import ray
+
+    board = ray.remote(_SlowBoard).options(num_cpus=0).remote(3.0)
+    poll = StoppingPoll(board)
+    answers, waits = [], []
+    deadline = time.monotonic() + 30.0
+    while not any(answers) and time.monotonic() < deadline:
+        started = time.monotonic()
+        answers.append(poll())
+        waits.append(time.monotonic() - started)
+        time.sleep(0.2)
+    # The stop arrives once the board answers; no call waited for it (a blocking query would
+    # have held Tune's loop for the board's 3 s).
+    assert answers[-1] and not any(answers[:-1]) and len(answers) > 5
+    assert max(waits) < 1.0
