@@ -222,14 +222,11 @@ def test_polling_for_a_stop_never_waits_for_the_board(ray_cluster: None) -> None
 
     board = ray.remote(_SlowBoard).options(num_cpus=0).remote(3.0)
     poll = StoppingPoll(board)
-    answers, waits = [], []
+    answers: list[bool] = []
     deadline = time.monotonic() + 30.0
     while not any(answers) and time.monotonic() < deadline:
-        started = time.monotonic()
         answers.append(poll())
-        waits.append(time.monotonic() - started)
         time.sleep(0.2)
-    # The stop arrives once the board answers; no call waited for it (a blocking query would
-    # have held Tune's loop for the board's 3 s).
+    # The stop arrives once the board answers, after polls that said "not yet" every 0.2 s
+    # meanwhile: a blocking query would have waited out the board's 3 s in its first call.
     assert answers[-1] and not any(answers[:-1]) and len(answers) > 5
-    assert max(waits) < 1.0
