@@ -44,6 +44,15 @@ def _time(config: dict[str, Any]) -> float:
     )
 
 
+# Six short ordered lists (4096 configurations) and a bowl over them: a listed space where
+# configurations near the best differ from far ones in how many parameters they change.
+BOWL = ss.SearchSpace({f"p{i}": ss.ordinal([1, 2, 4, 8]) for i in range(6)})
+
+
+def _bowl_time(config: dict[str, Any]) -> dict[str, float]:
+    return {"time": sum((np.log2(v) - 1.5) ** 2 for v in config.values())}
+
+
 def test_the_process_interpolates_its_evaluations_and_is_unsure_away_from_them() -> None:
     rng = np.random.default_rng(0)
     X = rng.random((12, 3))
@@ -305,9 +314,8 @@ def test_per_parameter_scales_are_refitted_every_generation_then_as_the_evaluati
 def _changes_from_the_best(local_picks: int) -> list[int]:
     """How many parameters of the best configuration each of a generation's four process picks
     changes, after 16 evaluations of a six-parameter bowl."""
-    space = ss.SearchSpace({f"p{i}": ss.ordinal([1, 2, 4, 8]) for i in range(6)})
-    engine = _engine(space, {"local_picks": local_picks}, 16)
-    drive(engine, lambda c: {"time": sum((np.log2(v) - 1.5) ** 2 for v in c.values())})
+    engine = _engine(BOWL, {"local_picks": local_picks}, 16)
+    drive(engine, _bowl_time)
     best = engine._split()[0][0].genes
     picks = engine._expected_improvement_picks(4)
     return [sum(a != b for a, b in zip(p.genes, best, strict=True)) for p in picks]
@@ -320,9 +328,8 @@ def test_the_last_picks_of_a_generation_stay_near_the_best() -> None:
 
 
 def test_a_steady_state_search_picks_near_the_best_only_at_the_generational_share() -> None:
-    space = ss.SearchSpace({f"p{i}": ss.ordinal([1, 2, 4, 8]) for i in range(6)})
-    engine = _engine(space, {"steady_state": True}, 60)
-    drive(engine, lambda c: {"time": sum((np.log2(v) - 1.5) ** 2 for v in c.values())})
+    engine = _engine(BOWL, {"steady_state": True}, 60)
+    drive(engine, _bowl_time)
     records = engine.records
     local = []
     for i in range(engine.config.listed_initial_points, len(records)):
