@@ -8,7 +8,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from ciq_tune.space import SearchSpace
+from ciq_tune.space.primitives import DiscreteParameter
 from ciq_tune.space.space import Genes
+
+# An unordered parameter's one-hot column value: two distinct values are sqrt(2) x this apart.
+UNORDERED_OFFSET = math.sqrt(0.5)
 
 
 class UnitFeatures:
@@ -37,3 +41,20 @@ class UnitFeatures:
                     self._cache[key] = row
             rows.append(row)
         return np.array(rows, dtype=float).reshape(len(rows), len(self.space.leaves))
+
+
+def process_coordinates(space: SearchSpace, unit: np.ndarray) -> np.ndarray:
+    """Rows of `UnitFeatures` as the Gaussian process's coordinates: absent parameters at -1,
+    each unordered parameter's column replaced by one column per value, `UNORDERED_OFFSET` at
+    its own (any two of its values are one unit apart, as no order places one nearer)."""
+    unit = np.nan_to_num(unit, nan=-1)
+    columns = []
+    for j, leaf in enumerate(space.leaves):
+        param = leaf.param
+        if param.is_ordered or not isinstance(param, DiscreteParameter):
+            columns.append(unit[:, j : j + 1])
+            continue
+        n = len(param.values)
+        index = np.rint(np.where(unit[:, j] >= 0, unit[:, j], np.nan) * (n - 1))
+        columns.append((index[:, None] == np.arange(n)[None, :]) * UNORDERED_OFFSET)
+    return np.hstack(columns) if columns else unit

@@ -98,6 +98,7 @@ from pymoo.core.population import Population
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.coordinate_search import CompassSearch
 from ciq_tune.engine.features import UnitFeatures
+from ciq_tune.engine.features import process_coordinates
 from ciq_tune.engine.ga import GA
 from ciq_tune.engine.gaussian_process import NOISE
 from ciq_tune.engine.gaussian_process import GaussianProcess
@@ -110,7 +111,6 @@ from ciq_tune.engine.parzen import ParzenEstimator
 from ciq_tune.engine.proposals import Candidate
 from ciq_tune.errors import EngineError
 from ciq_tune.results import EvaluationRecord
-from ciq_tune.space.primitives import DiscreteParameter
 from ciq_tune.space.space import MAX_ENUMERATION
 from ciq_tune.space.space import Genes
 
@@ -143,8 +143,6 @@ SCREENED_DEFAULTS: dict[str, Any] = {
 # GEMM space lists 17 956; ranking all of them takes ~0.15 s per pick at 100 evaluations and
 # ~0.4 s at 250 on one CPU core).
 MAX_LISTED = 50_000
-# An unordered parameter's one-hot column value: two distinct values are sqrt(2) x this apart.
-UNORDERED_OFFSET = math.sqrt(0.5)
 # Per-parameter length scales are refitted every generation up to this many evaluations, then
 # once the evaluations have grown by this factor: a fit's L-BFGS steps cost ~n^3 each (every
 # generation: 412 ms of CPU per evaluation over an 800-evaluation search of the battery's
@@ -408,21 +406,9 @@ class ScreenedGA(GA):
         return listed
 
     def _process_features(self, genes: list[Genes], keys: list[str] | None = None) -> np.ndarray:
-        """Unit coordinates for the Gaussian process (absent parameters at -1), each unordered
-        parameter's column replaced by one column per value, `UNORDERED_OFFSET` at its own:
-        any two of its values are one unit apart, as no order places one nearer."""
+        """The process's coordinates of `genes` (`process_coordinates`)."""
         self._model()
-        unit = np.nan_to_num(self._features(genes, keys), nan=-1)
-        columns = []
-        for j, leaf in enumerate(self.space.leaves):
-            param = leaf.param
-            if param.is_ordered or not isinstance(param, DiscreteParameter):
-                columns.append(unit[:, j : j + 1])
-                continue
-            n = len(param.values)
-            index = np.rint(np.where(unit[:, j] >= 0, unit[:, j], np.nan) * (n - 1))
-            columns.append((index[:, None] == np.arange(n)[None, :]) * UNORDERED_OFFSET)
-        return np.hstack(columns) if columns else unit
+        return process_coordinates(self.space, self._features(genes, keys))
 
     def _expected_improvement_picks(self, n: int) -> list[Candidate]:
         """`n` never-proposed configurations of the listed space, each the one of highest
