@@ -112,13 +112,13 @@ class GeneticConfig(EngineConfig):
     in `GENETIC_DEFAULTS` (a scrambled Sobol' first generation, `engine/genetic.py`).
 
     Args:
-        preselection: children bred per child evaluated; the kept ones have the highest
-            density ratio l(x)/g(x) of the good and the other evaluations (1: no
+        preselection: children bred per child evaluated; the kept ones are picked by a
+            Gaussian process's expected improvement times their chance to succeed (1: no
             pre-selection, every bred child is evaluated).
         preselected_generations: the bred generations that are pre-selected (the first
-            ones, None for all). Later ones are not: once the population has converged
-            below the model's kernel width, the ratio prefers children away from the crowd
-            of evaluations, not better ones, and the search stalls.
+            ones, None for all). Later ones are not: with the density-ratio model that came
+            before the process, a converged population's children were ranked by distance
+            from the crowd of evaluations, not by value, and the search stalled.
         immigrate_after: generations without a new best after which immigrants join each
             generation (None: never).
         immigrant_share: share of each stagnating generation that is immigrants: random

@@ -1,21 +1,33 @@
-"""Breeding of the GA family: offspring pre-selected by a density-ratio model, immigrants
-after stagnation.
+"""Breeding of the GA family: offspring pre-selected by a Gaussian process, immigrants after
+stagnation.
 
 Pre-selection (Emmerich et al., "Metamodel-assisted evolution strategies", PPSN 2002, and
-IEEE TEC 2006; Jin, "A comprehensive survey of fitness approximation in evolutionary
-computation", Soft Computing 2005): each generation breeds `preselection` x `pool_size`
-children by the strategy's own selection, crossover, mutation and pattern moves, and
-evaluates the `pool_size` whose density ratio l(x)/g(x) is highest, l and g being Parzen densities
-(`engine/parzen.py`) of the best `GOOD_SHARE` of the evaluations and of all the others,
-failures included. Only the first `preselected_generations` bred generations are
-pre-selected: that is where a GA's children are otherwise no better than random draws, and
-later the model's kernels are wider than the population, so the ratio would favour children
-away from the crowd of evaluations over better ones (on a 1000 x 1000 bowl the search stalled
-from 100 to 800 evaluations). The first `local_after` bred generations are recombined
-only, without pattern moves: around a first design's best point, the ratio prefers short steps
-from it over recombinations of the design, which cover more (median regret of ga at 25
-evaluations on the battery's continuous space: 1.65 with the moves, 1.22 without, random
-search 1.47). The survival (fitness, or NSGA-II/III's) is untouched.
+IEEE TEC 2006, who screen with a Gaussian random field's expected improvement; Jin, "A
+comprehensive survey of fitness approximation in evolutionary computation", Soft Computing
+2005): each generation breeds `preselection` x `pool_size` children by the strategy's own
+selection, crossover, mutation and pattern moves, and evaluates `pool_size` of them, picked
+one at a time by expected improvement under a Gaussian process of the successful evaluations
+(`engine/gaussian_process.py`, the `screened` strategy's: per-parameter length scales, fitted
+noise; log values where positive; with several objectives the sum of each scaled to its
+spread), times the child's chance to succeed (Parzen densities of the successes and the
+failures, `engine/parzen.py`); each pick joins the process at its predicted value (the kriging
+believer), so a generation's picks spread. The density ratio l(x)/g(x) of the best quarter to
+the rest, which this replaced (session 19), picked near-copies of the first design's best
+points: nsga2's first bred children gained what random draws gain (battery `powers_of_two`,
+seeds 100-199, median regret at 25 evaluations 18 -> 11 with the process, random search 19.8;
+cells behind random search per block of 20 seeds, 12 problems x 25-200 evaluations: nsga2 2.4
+-> 0.8, ga 1.0 -> 0.6; docs/benchmarks.md). A failure is no value for the process: at the
+worst value it would put a cliff next to an optimum at a failing region's edge (battery
+`failures`, nsga2 seeds at the optimum within 200: 28 of 100 so, 39 without; the chance of
+success only breaks near-ties of expected improvement: 39 with it too, worst seed at 200 45
+-> 26). Only the first `preselected_generations` bred generations are pre-selected: with
+the density ratio, later generations stalled (its kernels wider than the converged
+population, it favoured children away from the crowd; a 1000 x 1000 bowl from 100 to 800
+evaluations); not re-measured with the process. The first `local_after` bred generations are
+recombined only, without pattern moves: around a first design's best point, the ratio
+preferred short steps from it over recombinations of the design, which cover more (median
+regret of ga at 25 evaluations on the battery's continuous space: 1.65 with the moves, 1.22
+without, random search 1.47). The survival (fitness, or NSGA-II/III's) is untouched.
 
 Immigrants (Grefenstette's random immigrants, 1992; a partial restart from stagnation):
 after `immigrate_after` generations without progress (no evaluation better than every earlier
@@ -75,6 +87,9 @@ from ciq_tune.engine.base import Engine
 from ciq_tune.engine.config import GeneticConfig
 from ciq_tune.engine.coordinate_search import CompassSearch
 from ciq_tune.engine.features import UnitFeatures
+from ciq_tune.engine.features import process_coordinates
+from ciq_tune.engine.gaussian_process import GaussianProcess
+from ciq_tune.engine.gaussian_process import expected_improvement
 from ciq_tune.engine.multistart import Restarts
 from ciq_tune.engine.multistart import Samples
 from ciq_tune.engine.multistart import critical_distance
@@ -85,12 +100,8 @@ from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import non_dominated
 from ciq_tune.space.space import Genes
 
-# Share of the successful evaluations that form the good density l(x), and its cap (Optuna's
-# TPE gamma and its cap of 25).
-GOOD_SHARE = 0.25
-MAX_GOOD = 25
 # Kernel width of ordered parameters at one observation, as a fraction of the range (the
-# `screened` strategy's default).
+# `screened` strategy's default), for the chance of success.
 BANDWIDTH = 0.2
 # A parameter with more values than this (or a continuous one) is wide: one step of it is
 # narrower than the model's kernels, so spaces with one are polished by `screened` and get
@@ -181,10 +192,10 @@ class GeneticEngine(Engine):
         """Up to `n` unproposed configurations one parameter away from the best evaluation
         (the first non-dominated one with several objectives; `Parameter.neighbors`: every
         other category or knockout state, one step of an ordered value), in random order."""
-        good, _ = self._good_and_other()
-        if n <= 0 or not good:
+        best_record = self._best()
+        if n <= 0 or best_record is None:
             return []
-        best = good[0].genes
+        best = best_record.genes
         rows: list[tuple] = []
         for j, leaf in enumerate(self.space.leaves):
             rows += [(*best[:j], gene, *best[j + 1 :]) for gene in leaf.param.neighbors(best[j])]
@@ -227,10 +238,10 @@ class GeneticEngine(Engine):
     def _polish(self, n: int) -> list[Genes]:
         """About `n` new compass-search poll points around the best evaluation (the first
         non-dominated one with several objectives)."""
-        good, _ = self._good_and_other()
-        if n <= 0 or not good:
+        best = self._best()
+        if n <= 0 or best is None:
             return []
-        return self._compass_search().poll(good[0].genes, n, self.proposals.new_genes, self.rng)
+        return self._compass_search().poll(best.genes, n, self.proposals.new_genes, self.rng)
 
     def _descend(self, n: int) -> list[Candidate]:
         """Up to `n` poll points of a local descent (`engine/multistart.py`) from a random or
@@ -278,40 +289,74 @@ class GeneticEngine(Engine):
         return np.sum((F - F.min(axis=0)) / np.where(spread > 0, spread, 1.0), axis=1)
 
     def _preselected(self, n: int, factor: int) -> list[Candidate]:
-        """Up to `n` new children, the best by density ratio of `factor` x `n` bred ones."""
-        good, other = self._good_and_other()
-        if n <= 0 or not good:
+        """Up to `n` new children of `factor` x `n` bred ones, picked one at a time by expected
+        improvement under a Gaussian process of the successful evaluations, weighted by each
+        child's chance to succeed (`_log_success_chance`); each pick joins the process at its
+        predicted value before the next (the kriging believer, Ginsbourger et al. 2010)."""
+        ok = [r for r in self._records if r.ok]
+        if n <= 0 or len(ok) < 2:
             return []
         pool = self.proposals.new_genes([tuple(x) for x in self._bred(n * factor).get("X")])
         if not pool:
             return []
-        model, features = self._ratio_model()
-        X = features(pool)
-        G = features([r.genes for r in good], [r.key for r in good])
-        B = features([r.genes for r in other], [r.key for r in other])
-        ratio = model.log_density(X, G) - model.log_density(X, B)
+        F = np.array([r.minimised(self.objectives) for r in ok])
+        # Log values where an objective is positive throughout (times: a few per cent apart
+        # near the optimum, orders of magnitude away from it), then `_restart_values`' scaling.
+        positive = np.all(F > 0, axis=0)
+        F = np.where(positive, np.log(np.where(positive, F, 1.0)), F)
+        X = self._process_features([r.genes for r in ok], [r.key for r in ok])
+        y = self._restart_values(F)
+        process = GaussianProcess(X, y, per_coordinate=True)
+        P = self._process_features(pool)
+        log_success = self._log_success_chance(pool)
+        open_rows = np.ones(len(pool), dtype=bool)
         out: list[Candidate] = []
-        for i in np.argsort(-ratio, kind="stable")[:n]:
-            candidate = self._make_candidate(pool[int(i)], "offspring")
-            if candidate is not None:
-                out.append(candidate)
+        while len(out) < n and open_rows.any():
+            rows = np.flatnonzero(open_rows)
+            mean, sd = process.predict(P[rows])
+            gain = expected_improvement(mean, sd, process.best)
+            pick = int(np.argmax(np.log(np.maximum(gain, 1e-300)) + log_success[rows]))
+            row = int(rows[pick])
+            open_rows[row] = False
+            candidate = self._make_candidate(pool[row], "offspring")
+            if candidate is None:
+                continue
+            out.append(candidate)
+            X = np.vstack([X, P[row]])
+            y = np.concatenate([y, process.to_value(mean[pick : pick + 1])])
+            process = GaussianProcess(X, y, process.length_scale, noise=process.noise)
         return out
 
-    def _good_and_other(self) -> tuple[list[EvaluationRecord], list[EvaluationRecord]]:
-        """The good evaluations (best `GOOD_SHARE` of the successes by non-dominated rank, at
-        most `MAX_GOOD`) and all the others, failures included."""
+    def _log_success_chance(self, genes: list[Genes]) -> np.ndarray:
+        """log P(success) of each configuration: the share of the successes' Parzen density
+        (`engine/parzen.py`) in that of all evaluations, each weighted by its count; 0 where
+        nothing has failed. A failure is no value for the process: at the worst value it would
+        put a cliff next to an optimum at the edge of a failing region."""
+        ok = [r for r in self._records if r.ok]
+        failed = [r for r in self._records if not r.ok]
+        if not failed:
+            return np.zeros(len(genes))
+        model, features = self._ratio_model()
+        X = features(genes)
+        good = model.log_density(X, features([r.genes for r in ok], [r.key for r in ok]))
+        bad = model.log_density(X, features([r.genes for r in failed], [r.key for r in failed]))
+        good += math.log(len(ok))
+        return good - np.logaddexp(good, bad + math.log(len(failed)))
+
+    def _process_features(self, genes: list[Genes], keys: list[str] | None = None) -> np.ndarray:
+        """The Gaussian process's coordinates of `genes` (`process_coordinates`)."""
+        return process_coordinates(self.space, self._ratio_model()[1](genes, keys))
+
+    def _best(self) -> EvaluationRecord | None:
+        """The lowest successful evaluation (with several objectives, the first of the first
+        non-dominated front)."""
         ok = [r for r in self._records if r.ok]
         if not ok:
-            return [], list(self._records)
+            return None
         F = np.array([r.minimised(self.objectives) for r in ok])
         if len(self.objectives) == 1:
-            order = [int(i) for i in np.argsort(F[:, 0], kind="stable")]
-        else:
-            order = [int(i) for front in NonDominatedSorting().do(F) for i in front]
-        n_good = min(max(1, math.ceil(GOOD_SHARE * len(ok))), MAX_GOOD)
-        good_ids = {ok[i].candidate_id for i in order[:n_good]}
-        good = [ok[i] for i in order[:n_good]]
-        return good, [r for r in self._records if r.candidate_id not in good_ids]
+            return ok[int(np.argmin(F[:, 0]))]
+        return ok[int(NonDominatedSorting().do(F)[0][0])]
 
     def _ratio_model(self) -> tuple[ParzenEstimator, UnitFeatures]:
         if getattr(self, "_ratio_parzen", None) is None:

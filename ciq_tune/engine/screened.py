@@ -98,7 +98,6 @@ from pymoo.core.population import Population
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.coordinate_search import CompassSearch
 from ciq_tune.engine.features import UnitFeatures
-from ciq_tune.engine.features import process_coordinates
 from ciq_tune.engine.ga import GA
 from ciq_tune.engine.gaussian_process import NOISE
 from ciq_tune.engine.gaussian_process import GaussianProcess
@@ -404,11 +403,6 @@ class ScreenedGA(GA):
         self._listed_genes = np.array([list(g) for g in listed], dtype=object)
         self._listed_index = {tuple(g): i for i, g in enumerate(listed)}
         return listed
-
-    def _process_features(self, genes: list[Genes], keys: list[str] | None = None) -> np.ndarray:
-        """The process's coordinates of `genes` (`process_coordinates`)."""
-        self._model()
-        return process_coordinates(self.space, self._features(genes, keys))
 
     def _expected_improvement_picks(self, n: int) -> list[Candidate]:
         """`n` never-proposed configurations of the listed space, each the one of highest

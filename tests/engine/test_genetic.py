@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -50,6 +51,21 @@ def test_preselection_breeds_a_better_second_generation(strategy: str) -> None:
     # are not: closer to the optimum than children evaluated as bred, on every seed.
     for seed in range(3):
         assert second_generation(8, seed) < second_generation(1, seed)
+
+
+def test_the_chance_to_succeed_is_low_where_evaluations_failed() -> None:
+    """Pre-selection weighs a child's expected improvement by its chance to succeed, from the
+    densities of the successes and the failures around it."""
+
+    def run(fails: bool) -> Engine:
+        engine = create_engine("ga", BOWL, ["f"], budget=Budget(max_evaluations=16), seed=0)
+        drive(engine, lambda c: None if fails and c["x"] >= 200 else _bowl(c))
+        return engine
+
+    amid_failures, amid_successes = (350, 200), (50, 200)
+    chance = np.exp(run(fails=True)._log_success_chance([amid_failures, amid_successes]))
+    assert chance[0] < 0.2 and chance[1] > 0.8
+    assert np.all(run(fails=False)._log_success_chance([amid_failures, amid_successes]) == 0)
 
 
 def test_immigrants_join_stagnating_generations_far_from_everything() -> None:
@@ -260,7 +276,7 @@ def _plane_engine(config: dict, budget: int = 160) -> Engine:
         ["f"],
         config={"polish_share": 0.0, **config},
         budget=Budget(max_evaluations=budget),
-        seed=5,
+        seed=0,  # a run that stagnates and descends (5 did before session 19's pre-selection)
     )
 
 
@@ -301,7 +317,7 @@ def test_the_first_bred_generation_polishes_the_best_of_a_wide_space(strategy: s
     """In a space with a wide parameter, the first bred generation starts with a compass poll
     around the first design's best (battery toy_wide / int_wide at 25 evaluations)."""
 
-    def run(space: dict, share: float, seed: int) -> list:
+    def run(space: dict, objective: Callable[[dict], float], share: float, seed: int) -> list:
         engine = create_engine(
             strategy,
             space,
@@ -310,12 +326,11 @@ def test_the_first_bred_generation_polishes_the_best_of_a_wide_space(strategy: s
             budget=Budget(max_evaluations=25),
             seed=seed,
         )
-        drive(engine, lambda c: _values(strategy, _bowl(c)))
+        drive(engine, lambda c: _values(strategy, objective(c)))
         return [r.config for r in engine.records]
 
-    best_at_25: dict[float, list[float]] = {0.5: [], 0.0: []}
     for seed in range(10):
-        polished, bred = run(BOWL, 0.5, seed), run(BOWL, 0.0, seed)
+        polished, bred = run(BOWL, _bowl, 0.5, seed), run(BOWL, _bowl, 0.0, seed)
         assert polished[:16] == bred[:16]  # the same first design
         best = min(polished[:16], key=_bowl)
         # Poll points: one coordinate of the best moved, each step both ways where it fits.
@@ -328,12 +343,22 @@ def test_the_first_bred_generation_polishes_the_best_of_a_wide_space(strategy: s
         ]
         assert len(moves) >= 4
         assert any((k, -step) in moves for k, step in moves)
-        best_at_25[0.5].append(min(map(_bowl, polished)))
-        best_at_25[0.0].append(min(map(_bowl, bred)))
-    assert np.median(best_at_25[0.5]) < 0.8 * np.median(best_at_25[0.0])
+    # On the issue's widened toy (x^2 + y, 399 values of x), the poll reaches the optimum
+    # by 25 evaluations where the process's picks among bred children do not. (On the bowl
+    # above the two are level since session 19's pre-selection: median 318 vs 322.)
+    toy = {"x": ss.range(1.0, 200.0, 0.5), "y": ss.choice([1, 2, 3])}
+
+    def toy_value(c: dict) -> float:
+        return float(c["x"] ** 2 + c["y"])
+
+    best_at_25 = {
+        share: [min(map(toy_value, run(toy, toy_value, share, seed))) for seed in range(10)]
+        for share in (0.5, 0.0)
+    }
+    assert np.median(best_at_25[0.5]) < 0.5 * np.median(best_at_25[0.0])
     # A space of short lists is bred as before.
     short = {"x": ss.choice(list(range(0, 400, 16))), "y": ss.choice(list(range(0, 400, 16)))}
-    assert run(short, 0.5, 0) == run(short, 0.0, 0)
+    assert run(short, _bowl, 0.5, 0) == run(short, _bowl, 0.0, 0)
 
 
 def test_stagnating_generations_poll_along_a_constraint_boundary() -> None:
