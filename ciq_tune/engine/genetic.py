@@ -359,6 +359,8 @@ class GeneticEngine(Engine):
         return ok[int(NonDominatedSorting().do(F)[0][0])]
 
     def _ratio_model(self) -> tuple[ParzenEstimator, UnitFeatures]:
+        """The Parzen estimator of the successes-to-failures ratio (`_log_success_chance`) and
+        the unit coordinates (also of the process, the maximin draws and the descents)."""
         if getattr(self, "_ratio_parzen", None) is None:
             self._ratio_parzen = ParzenEstimator(self.space, bandwidth=BANDWIDTH, multivariate=True)
             self._unit_features = UnitFeatures(self.space)
