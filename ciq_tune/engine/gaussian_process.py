@@ -138,6 +138,7 @@ class GaussianProcess:
     ) -> None:
         self.X = np.asarray(X, dtype=float)
         y = np.asarray(y, dtype=float)
+        self._values = y
         self._mean, self._scale = float(y.mean()), float(y.std()) or 1.0
         self.y = (y - self._mean) / self._scale
         if length_scale is None and per_coordinate:
@@ -166,6 +167,14 @@ class GaussianProcess:
         v = solve_triangular(self._factor_l, K.T, lower=True)
         variance = np.maximum(1.0 - (v * v).sum(0), 1e-12)
         return mean, np.sqrt(variance)
+
+    def believing(self, X: np.ndarray, mean: np.ndarray) -> GaussianProcess:
+        """This process with rows `X` added at `mean`, their predicted standardised values (the
+        kriging believer, Ginsbourger et al., "Kriging is well-suited to parallelize
+        optimization", 2010), its length scales and noise kept: the next pick of a batch
+        sees the earlier ones as evaluated, so a batch spreads."""
+        values = np.concatenate([self._values, self.to_value(mean)])
+        return GaussianProcess(np.vstack([self.X, X]), values, self.length_scale, noise=self.noise)
 
     def to_value(self, standardised: np.ndarray) -> np.ndarray:
         """Standardised values back in the fitted values' units."""

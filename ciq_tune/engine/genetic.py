@@ -309,8 +309,7 @@ class GeneticEngine(Engine):
         positive = np.all(F > 0, axis=0)
         F = np.where(positive, np.log(np.where(positive, F, 1.0)), F)
         X = self._process_features([r.genes for r in ok], [r.key for r in ok])
-        y = self._restart_values(F)
-        process = GaussianProcess(X, y, per_coordinate=True)
+        process = GaussianProcess(X, self._restart_values(F), per_coordinate=True)
         P = self._process_features(pool)
         log_success = self._log_success_chance(pool)
         open_rows = np.ones(len(pool), dtype=bool)
@@ -326,9 +325,7 @@ class GeneticEngine(Engine):
             if candidate is None:
                 continue
             out.append(candidate)
-            X = np.vstack([X, P[row]])
-            y = np.concatenate([y, process.to_value(mean[pick : pick + 1])])
-            process = GaussianProcess(X, y, process.length_scale, noise=process.noise)
+            process = process.believing(P[row : row + 1], mean[pick : pick + 1])
         return out
 
     def _log_success_chance(self, genes: list[Genes]) -> np.ndarray:

@@ -439,8 +439,7 @@ class ScreenedGA(GA):
         process = self._process(X, y)
         if believed:
             B = self._process_features(believed)
-            X, y = np.vstack([X, B]), np.concatenate([y, process.to_value(process.predict(B)[0])])
-            process = GaussianProcess(X, y, process.length_scale, noise=process.noise)
+            process = process.believing(B, process.predict(B)[0])
         out: list[Candidate] = []
         while len(out) < n and fresh.any():
             local = len(out) >= n - n_local and bool((fresh & near).any())
@@ -453,9 +452,7 @@ class ScreenedGA(GA):
             if candidate is None:
                 continue
             out.append(candidate)
-            X = np.vstack([X, self._listed_X[row]])
-            y = np.concatenate([y, process.to_value(mean[pick : pick + 1])])
-            process = GaussianProcess(X, y, process.length_scale, noise=process.noise)
+            process = process.believing(self._listed_X[row : row + 1], mean[pick : pick + 1])
         return out
 
     def _process(self, X: np.ndarray, y: np.ndarray) -> GaussianProcess:
