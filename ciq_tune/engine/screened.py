@@ -97,7 +97,6 @@ from pymoo.core.population import Population
 
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.coordinate_search import CompassSearch
-from ciq_tune.engine.features import UnitFeatures
 from ciq_tune.engine.ga import GA
 from ciq_tune.engine.gaussian_process import NOISE
 from ciq_tune.engine.gaussian_process import GaussianProcess
@@ -248,7 +247,8 @@ class ScreenedGA(GA):
             self._parzen = ParzenEstimator(
                 self.space, bandwidth=config.bandwidth, multivariate=config.multivariate
             )
-            self._features = UnitFeatures(self.space)
+            # The unit coordinates of `_ratio_model()`: one cache of the evaluated rows.
+            self._features = self._ratio_model()[1]
             self._pattern = PatternMove()
         return self._parzen
 
