@@ -130,7 +130,7 @@ class GeneticEngine(Engine):
             size = min(size, config.first_design_size)
         sampling = initial_sampling(config.initial_sampling, drop_infeasible=True)
         first = self._first_design(size, sampling)
-        return first + self._maximin_candidates(size - len(first), self._ratio_model()[1], first)
+        return first + self._maximin_candidates(size - len(first), self._unit_features(), first)
 
     def _offspring(self, n: int) -> list[Candidate]:
         config: GeneticConfig = self.config  # type: ignore[assignment]
@@ -257,7 +257,7 @@ class GeneticEngine(Engine):
         ok = [r for r in self._records if r.ok]
         if n <= 0 or len(ok) < 2 or not self._wide():
             return []
-        features = self._ratio_model()[1]
+        features = self._unit_features()
         X = np.nan_to_num(features([r.genes for r in ok], [r.key for r in ok]), nan=-1)
         values = self._restart_values(np.array([r.minimised(self.objectives) for r in ok]))
         best = int(np.argmin(values))
@@ -346,7 +346,7 @@ class GeneticEngine(Engine):
 
     def _process_features(self, genes: list[Genes], keys: list[str] | None = None) -> np.ndarray:
         """The Gaussian process's coordinates of `genes` (`process_coordinates`)."""
-        return process_coordinates(self.space, self._ratio_model()[1](genes, keys))
+        return process_coordinates(self.space, self._unit_features()(genes, keys))
 
     def _best(self) -> EvaluationRecord | None:
         """The lowest successful evaluation (with several objectives, the first of the first
@@ -361,12 +361,18 @@ class GeneticEngine(Engine):
 
     def _ratio_model(self) -> tuple[ParzenEstimator, UnitFeatures]:
         """The Parzen estimator of the successes-to-failures ratio (`_log_success_chance`) and
-        the unit coordinates (also of the process, the maximin draws and the descents)."""
+        the unit coordinates it works in (`_unit_features`)."""
         if getattr(self, "_ratio_parzen", None) is None:
             self._ratio_parzen = ParzenEstimator(self.space, bandwidth=BANDWIDTH, multivariate=True)
-            self._unit_features = UnitFeatures(self.space)
-        return self._ratio_parzen, self._unit_features
+        return self._ratio_parzen, self._unit_features()
+
+    def _unit_features(self) -> UnitFeatures:
+        """The unit coordinates of configurations, one cache of the evaluated rows for every
+        model here (the ratio, the process, the maximin draws, the descents)."""
+        if getattr(self, "_unit_features_cache", None) is None:
+            self._unit_features_cache = UnitFeatures(self.space)
+        return self._unit_features_cache
 
     def _immigrants(self, n: int) -> list[Candidate]:
         """`n` random configurations far from everything proposed (`_maximin_candidates`)."""
-        return self._maximin_candidates(n, self._ratio_model()[1])
+        return self._maximin_candidates(n, self._unit_features())

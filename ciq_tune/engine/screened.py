@@ -247,8 +247,7 @@ class ScreenedGA(GA):
             self._parzen = ParzenEstimator(
                 self.space, bandwidth=config.bandwidth, multivariate=config.multivariate
             )
-            # The unit coordinates of `_ratio_model()`: one cache of the evaluated rows.
-            self._features = self._ratio_model()[1]
+            self._features = self._unit_features()
             self._pattern = PatternMove()
         return self._parzen
 
