@@ -247,7 +247,6 @@ class ScreenedGA(GA):
             self._parzen = ParzenEstimator(
                 self.space, bandwidth=config.bandwidth, multivariate=config.multivariate
             )
-            self._features = self._unit_features()
             self._pattern = PatternMove()
         return self._parzen
 
@@ -285,8 +284,7 @@ class ScreenedGA(GA):
         size = config.wide_initial_points
         # Rows of the design that break the constraints are dropped and refilled below.
         first = self._first_design(size, SobolSampling(drop_infeasible=True))
-        self._model()
-        return first + self._maximin_candidates(size - len(first), self._features, first)
+        return first + self._maximin_candidates(size - len(first), self._unit_features(), first)
 
     def _listed_design(self, size: int) -> list[Candidate]:
         """The warm-start points, then listed configurations up to `size`, each the farthest
@@ -344,8 +342,7 @@ class ScreenedGA(GA):
             out += self._screened(self._draw(n_screened * config.screen_factor), n_screened)
         sampling = config.explore_sampling
         if sampling == "maximin" or (sampling == "auto" and wide):
-            self._model()
-            out += self._maximin_candidates(n - len(out), self._features)
+            out += self._maximin_candidates(n - len(out), self._unit_features())
         return out + self._random_candidates(n - len(out))
 
     def _screened(self, pool: list[Genes], n: int) -> list[Candidate]:
@@ -533,9 +530,9 @@ class ScreenedGA(GA):
         """The successful evaluations, their unit coordinates (absent parameters at -1),
         values, and MLSL's critical distance for them."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
-        self._model()
         ok = [r for r in self._records if r.ok]
-        X = np.nan_to_num(self._features([r.genes for r in ok], [r.key for r in ok]), nan=-1)
+        features = self._unit_features()
+        X = np.nan_to_num(features([r.genes for r in ok], [r.key for r in ok]), nan=-1)
         return Samples(
             ids=[r.candidate_id for r in ok],
             genes=[r.genes for r in ok],
@@ -591,7 +588,8 @@ class ScreenedGA(GA):
         if not good:
             return self.rng.random(len(pool))
         model = self._model()
-        X = self._features(pool)
-        G = self._features([r.genes for r in good], [r.key for r in good])
-        B = self._features([r.genes for r in bad], [r.key for r in bad])
+        features = self._unit_features()
+        X = features(pool)
+        G = features([r.genes for r in good], [r.key for r in good])
+        B = features([r.genes for r in bad], [r.key for r in bad])
         return model.log_density(X, G) - model.log_density(X, B)
