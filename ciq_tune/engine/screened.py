@@ -49,14 +49,9 @@ critical distance, a coarse compass search of its own, which takes over the poli
 beats the best and hands back to exploring when it is used up or runs into a known lower
 point. This starts once the poll around the best is used up, or earlier, once the polish only
 creeps (no improvement by `settle_progress` of the values' spread for `settle_after`
-evaluations after the first design): then the half of each generation that is not polishing
-restarts instead of being screened (on the four-basin space the best reaches 5.01 of the local
-5.0 by ~35 evaluations and creeps to 5.000 until ~100). The window starts after the first
-design, whose best may come early, so that a shorter one (8, was 16) takes effect only once
-the search has bred: on that space, seeds 100-199, the global basin was entered by 200
-evaluations in 57 seeds with 16, 66 with 8 (random search 45); 8 counted from the first
-evaluation, as before, restarted searches in their first bred generation and set them back at
-25-50 evaluations (docs/benchmarks.md, sessions 20-21).
+evaluations): then the half of each generation that is not polishing restarts instead of
+being screened (on the four-basin space the best reaches 5.01 of the local 5.0 by ~35
+evaluations and creeps to 5.000 until ~100).
 
 In a space of short lists whose feasible configurations can be listed (`ranking`, "auto": no
 wide parameter, at most `MAX_LISTED`, not started from an earlier search's best, where the
@@ -137,7 +132,7 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "restart_share": 1.0,
     "restart_sigma": 4.0,
     "settle_progress": 0.01,
-    "settle_after": 8,
+    "settle_after": 16,
     "ranking": "auto",
     "length_scales": "per_parameter",
     "local_picks": 1,
@@ -195,10 +190,9 @@ class ScreenedGAConfig(EngineConfig):
             must be the lowest to start a descent (larger: fewer descents).
         settle_progress: an improvement of the best by less than this share of the values'
             spread (median - best) is no progress.
-        settle_after: evaluations without progress, counted after the first design, after
-            which, in a space with a wide parameter, the part of each generation that is not
-            polishing restarts (descends or explores) instead of being screened, before the
-            polish's poll is used up.
+        settle_after: evaluations without progress after which, in a space with a wide
+            parameter, the part of each generation that is not polishing restarts (descends or
+            explores) instead of being screened, before the polish's poll is used up.
         ranking: what picks the screened part of a generation: the density ratio over the
             drawn candidates ("parzen"), or the expected improvement of a Gaussian process over
             every never-proposed feasible configuration ("gaussian_process"); "auto": the
@@ -485,8 +479,8 @@ class ScreenedGA(GA):
         return float(np.sum(record.minimised(self.objectives)))
 
     def _settled(self) -> bool:
-        """Whether the last `settle_after` evaluations after the first design improved the
-        best by less than `settle_progress` of the spread of the values (median - best)."""
+        """Whether the last `settle_after` evaluations improved the best by less than
+        `settle_progress` of the spread of the values (median - best)."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         if config.restart_share == 0 or len(self._records) < config.settle_after:
             return False
@@ -495,16 +489,12 @@ class ScreenedGA(GA):
             return False
         values = np.array([v for _, v in ok])
         tolerance = config.settle_progress * float(np.median(values) - values.min())
-        # A search cannot settle during its first design (generation 0): its best may come
-        # early in it, and nothing has been bred from it yet.
-        records = self._records
-        last = next((i for i, r in enumerate(records) if r.generation > 0), len(records))
-        best = math.inf
+        best, last = math.inf, 0
         for i, v in ok:
             if v < best - tolerance:
-                last = max(last, i)
+                last = i
             best = min(best, v)
-        return len(records) - last > config.settle_after
+        return len(self._records) - last > config.settle_after
 
     def _promote_descent(self) -> None:
         """A descent that found the best configuration so far becomes the polish (its steps

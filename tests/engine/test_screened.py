@@ -169,16 +169,13 @@ def _settled_engine(seed: int) -> Any:
 
 
 def test_a_descent_starts_from_an_unexplored_basin_and_takes_over_the_polish() -> None:
-    promoted = started = 0
-    for seed in range(8):  # a descent beats the best in about one seed of four
+    promoted = 0
+    for seed in range(4):
         engine = _settled_engine(seed)
-        while engine.get_state()["strategy_state"]["descent"] is None and not engine.finished:
+        while engine.get_state()["strategy_state"]["descent"] is None:
             candidate = engine.ask()
             engine.tell(candidate.id, {"score": _two_basins(candidate.config)})
         descent = engine.get_state()["strategy_state"]["descent"]
-        if descent is None:  # the exploring half found the deep basin before any descent
-            continue
-        started += 1
         records = [r for r in engine.records if r.ok]
         start = next(r for r in records if r.candidate_id == descent["ids"][0])
         # MLSL: lower than every configuration within the critical distance, not the best.
@@ -199,7 +196,7 @@ def test_a_descent_starts_from_an_unexplored_basin_and_takes_over_the_polish() -
             assert state["compass"]["center"] == list(best.genes)
         else:
             assert set(descent["ids"]) <= set(state["descended"])
-    assert started >= 6 and promoted >= 1
+    assert promoted >= 1
 
 
 def test_a_descent_under_way_is_saved_and_restored() -> None:
@@ -212,29 +209,6 @@ def test_a_descent_under_way_is_saved_and_restored() -> None:
     keys_restored = keys + drive(restored, lambda c: {"score": _two_basins(c)})
     keys += drive(engine, lambda c: {"score": _two_basins(c)})
     assert keys_restored == keys and len(keys) == 200
-
-
-def test_a_search_does_not_settle_during_its_first_design() -> None:
-    # The first design's first point is its best and nothing after it is better: counted
-    # from the first evaluation, 8 evaluations without progress would have "settled" the
-    # search before it bred anything, and a descent would start in its first bred generations.
-    for seed in range(3):
-        engine = create_engine(
-            "screened",
-            {"x": ss.range(0, 499), "y": ss.range(0, 499)},
-            [Objective(name="score", mode="min")],
-            config={"explore_after": 1000},
-            budget=Budget(max_evaluations=40),
-            seed=seed,
-        )
-        for i in range(16):
-            candidate = engine.ask()
-            assert candidate.generation == 0
-            engine.tell(candidate.id, {"score": 0.0 if i == 0 else 10.0 + i})
-        for _ in range(8):  # two bred generations of 4, no progress: not yet more than 8
-            candidate = engine.ask()
-            engine.tell(candidate.id, {"score": 20.0})
-        assert engine.get_state()["strategy_state"]["descent"] is None
 
 
 def test_once_the_polish_only_creeps_the_rest_of_each_generation_restarts() -> None:
@@ -257,9 +231,9 @@ def test_once_the_polish_only_creeps_the_rest_of_each_generation_restarts() -> N
         assert state["compass"]["converged"] is False  # the poll is not used up yet
         return [r.origin for r in engine.records]
 
-    # Once the best has improved by less than 1 % of the values' spread for 8 evaluations
-    # after the first design, the half of each generation that is not polishing descends
-    # from explored points (MLSL's rule) or explores (maximin) instead of being screened;
-    # after the first design of 16, only that explores.
+    # Once the best has improved by less than 1 % of the values' spread for 16 evaluations,
+    # the half of each generation that is not polishing descends from explored points
+    # (MLSL's rule) or explores (maximin) instead of being screened; after the first
+    # design of 16, only that explores.
     assert origins({})[16:].count("random") >= 10
     assert origins({"settle_after": 1000})[16:].count("random") == 0
