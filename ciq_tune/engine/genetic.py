@@ -337,7 +337,7 @@ class GeneticEngine(Engine):
         failed = [r for r in self._records if not r.ok]
         if not failed:
             return np.zeros(len(genes))
-        model, features = self._ratio_model()
+        model, features = self._ratio_model(), self._unit_features()
         X = features(genes)
         good = model.log_density(X, features([r.genes for r in ok], [r.key for r in ok]))
         bad = model.log_density(X, features([r.genes for r in failed], [r.key for r in failed]))
@@ -359,12 +359,12 @@ class GeneticEngine(Engine):
             return ok[int(np.argmin(F[:, 0]))]
         return ok[int(NonDominatedSorting().do(F)[0][0])]
 
-    def _ratio_model(self) -> tuple[ParzenEstimator, UnitFeatures]:
-        """The Parzen estimator of the successes-to-failures ratio (`_log_success_chance`) and
-        the unit coordinates it works in (`_unit_features`)."""
+    def _ratio_model(self) -> ParzenEstimator:
+        """The Parzen estimator of the successes-to-failures ratio (`_log_success_chance`), in
+        the unit coordinates of `_unit_features`."""
         if getattr(self, "_ratio_parzen", None) is None:
             self._ratio_parzen = ParzenEstimator(self.space, bandwidth=BANDWIDTH, multivariate=True)
-        return self._ratio_parzen, self._unit_features()
+        return self._ratio_parzen
 
     def _unit_features(self) -> UnitFeatures:
         """The unit coordinates of configurations, one cache of the evaluated rows for every
