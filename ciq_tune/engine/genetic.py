@@ -245,7 +245,17 @@ class GeneticEngine(Engine):
         best = self._best()
         if n <= 0 or best is None:
             return []
-        return self._compass_search().poll(best.genes, n, self.proposals.new_genes, self.rng)
+        return self._compass_search().poll(
+            best.genes, n, self.proposals.new_genes, self.rng, self._polish_values()
+        )
+
+    def _polish_values(self) -> dict[Genes, float]:
+        """`_value` of each successful evaluation, for the polish's quadratic model."""
+        return {r.genes: self._value(r) for r in self._records if r.ok}
+
+    def _value(self, record: EvaluationRecord) -> float:
+        """One value to minimise per evaluation (with several objectives, their sum)."""
+        return float(np.sum(record.minimised(self.objectives)))
 
     def _descend(self, n: int) -> list[Candidate]:
         """Up to `n` poll points of a local descent (`engine/multistart.py`) from a random or

@@ -475,9 +475,6 @@ class ScreenedGA(GA):
         good, _ = self._split()
         return bool(good) and self._compass_search().converged_at(good[0].genes)
 
-    def _value(self, record: EvaluationRecord) -> float:
-        return float(np.sum(record.minimised(self.objectives)))
-
     def _settled(self) -> bool:
         """Whether the last `settle_after` evaluations improved the best by less than
         `settle_progress` of the spread of the values (median - best)."""
@@ -547,7 +544,9 @@ class ScreenedGA(GA):
         good, _ = self._split()
         if not good or n == 0:
             return []
-        return self._compass_search().poll(good[0].genes, n, self.proposals.new_genes, self.rng)
+        return self._compass_search().poll(
+            good[0].genes, n, self.proposals.new_genes, self.rng, self._polish_values()
+        )
 
     def _draw(self, n: int) -> list[Genes]:
         """About `n` distinct feasible genes never proposed, from the three sources."""

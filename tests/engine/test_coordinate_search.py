@@ -1,4 +1,5 @@
-"""Compass search: coordinate poll points, step halving and doubling, pattern moves, state."""
+"""Compass search: coordinate poll points, step halving and doubling, pattern moves, state,
+and the quadratic-model step over continuous parameters."""
 
 from __future__ import annotations
 
@@ -95,3 +96,80 @@ def test_a_used_up_poll_is_converged_until_the_centre_moves_and_the_flag_is_save
     restored.load_state(json.loads(json.dumps(search.state())))
     assert restored.converged_at((5, 5)) and not restored.converged_at((4, 5))
     assert search.poll((4, 5), 2, archive, rng) and not search.converged_at((4, 5))
+
+
+CONTINUOUS = SearchSpace(
+    {"u": ss.uniform(-5.0, 5.0), "v": ss.uniform(-5.0, 5.0), "k": ss.choice(["a", "b"])}
+)
+# A rotated bowl (its axes are not the parameters') with its minimum at u = 1.3, v = -2.1.
+MINIMUM = np.array([1.3, -2.1])
+
+
+def bowl(genes: Genes) -> float:
+    d = np.array(genes[:2], dtype=float) - MINIMUM
+    return float((d[0] + d[1]) ** 2 + 5 * (d[0] - d[1]) ** 2)
+
+
+def evaluated_near(centre: tuple[float, float], spread: float, n: int) -> dict[Genes, float]:
+    """`n` configurations with k = "a" scattered around `centre`, the centre first."""
+    rng = np.random.default_rng(3)
+    points = [centre, *map(tuple, np.asarray(centre) + rng.uniform(-spread, spread, (n - 1, 2)))]
+    return {(float(u), float(v), "a"): bowl((u, v)) for u, v in points}
+
+
+def first_poll_point(values: dict[Genes, float], centre: Genes) -> Genes:
+    search = CompassSearch(CONTINUOUS)
+    polled = search.poll(centre, 1, lambda rows: rows, np.random.default_rng(0), values)
+    return polled[0]
+
+
+def test_the_first_poll_point_is_the_minimum_of_the_quadratic_fitted_near_the_centre() -> None:
+    values = evaluated_near((1.0, -1.8), 0.5, 12)  # 2 per coefficient of a 2-D quadratic
+    point = first_poll_point(values, (1.0, -1.8, "a"))
+    # The bowl is quadratic: its fit is exact, and so is the step (the categorical stays).
+    assert np.allclose(point[:2], MINIMUM, atol=1e-9) and point[2] == "a"
+
+
+def test_the_model_step_stays_within_the_points_it_was_fitted_to() -> None:
+    values = evaluated_near((-3.0, 3.0), 0.2, 12)  # the minimum is ~ 7 away, the points 0.28
+    point = first_poll_point(values, (-3.0, 3.0, "a"))
+    reach = max(np.hypot(u + 3.0, v - 3.0) for u, v, _ in values)
+    step = np.hypot(point[0] + 3.0, point[1] - 3.0)
+    assert np.isclose(step, reach, rtol=1e-6)  # the full step, cut back to the fitted radius
+    assert bowl(point) < bowl((-3.0, 3.0))  # …in the downhill direction
+
+
+def test_no_model_step_where_the_fit_does_not_curve_upwards_or_has_too_few_points() -> None:
+    saddle = {
+        g: (g[0] - 1.0) ** 2 - (g[1] + 1.8) ** 2 for g in evaluated_near((1.0, -1.8), 0.5, 12)
+    }
+    few = evaluated_near((1.0, -1.8), 0.5, 11)
+    for values in (saddle, few):
+        search = CompassSearch(CONTINUOUS)
+        polled = search.poll(
+            (1.0, -1.8, "a"), 8, lambda rows: rows, np.random.default_rng(0), values
+        )
+        # Only coordinate moves: one parameter differs from the centre.
+        assert all(
+            sum(a != b for a, b in zip(p, (1.0, -1.8, "a"), strict=True)) == 1 for p in polled
+        )
+
+
+def test_evaluations_with_other_discrete_values_are_not_fitted() -> None:
+    values = evaluated_near((1.0, -1.8), 0.5, 12)
+    # Misleading values at k = "b" (a bowl elsewhere) next to the centre change nothing.
+    rng = np.random.default_rng(5)
+    for u, v in np.array([1.0, -1.8]) + rng.uniform(-0.1, 0.1, (30, 2)):
+        values[(float(u), float(v), "b")] = (u + 4) ** 2 + v**2
+    point = first_poll_point(values, (1.0, -1.8, "a"))
+    assert np.allclose(point[:2], MINIMUM, atol=1e-9)
+
+
+def test_a_discrete_space_polls_as_without_values() -> None:
+    space = SearchSpace({"a": ss.range(0, 999), "b": ss.range(-500, 499)})
+    values = {(a, b): float(a * a + b * b) for a in range(0, 40, 3) for b in range(-20, 20, 3)}
+    polled = [
+        CompassSearch(space).poll((9, 1), 6, lambda rows: rows, np.random.default_rng(0), v)
+        for v in (values, None)
+    ]
+    assert polled[0] == polled[1]
