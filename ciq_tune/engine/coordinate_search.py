@@ -179,26 +179,33 @@ class CompassSearch:
 
     def _model_points(self, values: Mapping[Genes, float]) -> list[Genes]:
         """The minimum of a quadratic fitted to the evaluations nearest the centre over its
-        continuous parameters (`_quadratic_minimum`), among those with the centre's other
-        values; none with too few of them or without continuous parameters."""
+        active continuous parameters (`_quadratic_minimum`), among those whose configuration
+        is the centre's in every other parameter; none with too few of them or without
+        continuous parameters."""
         assert self.center is not None
-        center, params = self.center, self.space.params
+        center, space = self.center, self.space
+        active = space.flat(center)  # inactive and knocked-out parameters are left out
         free = [
             j
-            for j, p in enumerate(params)
-            if self._ordered[j] and p.is_continuous and center[j] is not None
+            for j, leaf in enumerate(space.leaves)
+            if leaf.param.is_continuous and leaf.key in active
         ]
         if not free or center not in values:
             return []
         n_points = MODEL_POINTS_PER_TERM * (len(free) + 1) * (len(free) + 2) // 2
-        rows = [
-            (genes, value)
-            for genes, value in values.items()
-            if all(genes[j] is not None for j in free)
-            and all(genes[j] == center[j] for j in range(len(center)) if j not in free)
-        ]
+        free_keys = {space.leaves[j].key for j in free}
+        rest = {k: v for k, v in active.items() if k not in free_keys}
+        rows = []
+        for row, value in values.items():
+            flat = space.flat(row)
+            if (
+                free_keys <= flat.keys()
+                and {k: flat[k] for k in flat if k not in free_keys} == rest
+            ):
+                rows.append((row, value))
         if len(rows) < n_points:
             return []
+        params = space.params
         origin = np.array([params[j].to_unit(center[j]) for j in free])
         X = np.array([[params[j].to_unit(g[j]) for j in free] for g, _ in rows]) - origin
         nearest = np.argsort(np.linalg.norm(X, axis=1))[:n_points]

@@ -111,10 +111,10 @@ def bowl(genes: Genes) -> float:
 
 
 def evaluated_near(centre: tuple[float, float], spread: float, n: int) -> dict[Genes, float]:
-    """`n` configurations with k = "a" scattered around `centre`, the centre first."""
+    """`n` configurations with k = "a" (gene 0) scattered around `centre`, the centre first."""
     rng = np.random.default_rng(3)
     points = [centre, *map(tuple, np.asarray(centre) + rng.uniform(-spread, spread, (n - 1, 2)))]
-    return {(float(u), float(v), "a"): bowl((u, v)) for u, v in points}
+    return {(float(u), float(v), 0): bowl((u, v)) for u, v in points}
 
 
 def first_poll_point(values: dict[Genes, float], centre: Genes) -> Genes:
@@ -125,14 +125,14 @@ def first_poll_point(values: dict[Genes, float], centre: Genes) -> Genes:
 
 def test_the_first_poll_point_is_the_minimum_of_the_quadratic_fitted_near_the_centre() -> None:
     values = evaluated_near((1.0, -1.8), 0.5, 12)  # 2 per coefficient of a 2-D quadratic
-    point = first_poll_point(values, (1.0, -1.8, "a"))
+    point = first_poll_point(values, (1.0, -1.8, 0))
     # The bowl is quadratic: its fit is exact, and so is the step (the categorical stays).
-    assert np.allclose(point[:2], MINIMUM, atol=1e-9) and point[2] == "a"
+    assert np.allclose(point[:2], MINIMUM, atol=1e-9) and point[2] == 0
 
 
 def test_the_model_step_stays_within_the_points_it_was_fitted_to() -> None:
     values = evaluated_near((-3.0, 3.0), 0.2, 12)  # the minimum is ~ 7 away, the points 0.28
-    point = first_poll_point(values, (-3.0, 3.0, "a"))
+    point = first_poll_point(values, (-3.0, 3.0, 0))
     reach = max(np.hypot(u + 3.0, v - 3.0) for u, v, _ in values)
     step = np.hypot(point[0] + 3.0, point[1] - 3.0)
     assert np.isclose(step, reach, rtol=1e-6)  # the full step, cut back to the fitted radius
@@ -146,13 +146,9 @@ def test_no_model_step_where_the_fit_does_not_curve_upwards_or_has_too_few_point
     few = evaluated_near((1.0, -1.8), 0.5, 11)
     for values in (saddle, few):
         search = CompassSearch(CONTINUOUS)
-        polled = search.poll(
-            (1.0, -1.8, "a"), 8, lambda rows: rows, np.random.default_rng(0), values
-        )
+        polled = search.poll((1.0, -1.8, 0), 8, lambda rows: rows, np.random.default_rng(0), values)
         # Only coordinate moves: one parameter differs from the centre.
-        assert all(
-            sum(a != b for a, b in zip(p, (1.0, -1.8, "a"), strict=True)) == 1 for p in polled
-        )
+        assert all(sum(a != b for a, b in zip(p, (1.0, -1.8, 0), strict=True)) == 1 for p in polled)
 
 
 def test_evaluations_with_other_discrete_values_are_not_fitted() -> None:
@@ -160,8 +156,8 @@ def test_evaluations_with_other_discrete_values_are_not_fitted() -> None:
     # Misleading values at k = "b" (a bowl elsewhere) next to the centre change nothing.
     rng = np.random.default_rng(5)
     for u, v in np.array([1.0, -1.8]) + rng.uniform(-0.1, 0.1, (30, 2)):
-        values[(float(u), float(v), "b")] = (u + 4) ** 2 + v**2
-    point = first_poll_point(values, (1.0, -1.8, "a"))
+        values[(float(u), float(v), 1)] = (u + 4) ** 2 + v**2
+    point = first_poll_point(values, (1.0, -1.8, 0))
     assert np.allclose(point[:2], MINIMUM, atol=1e-9)
 
 
@@ -173,3 +169,24 @@ def test_a_discrete_space_polls_as_without_values() -> None:
         for v in (values, None)
     ]
     assert polled[0] == polled[1]
+
+
+def test_an_inactive_continuous_parameter_is_left_out_of_the_model() -> None:
+    space = SearchSpace(
+        {
+            "u": ss.uniform(-5.0, 5.0),
+            "v": ss.uniform(-5.0, 5.0),
+            "k": ss.choice(["a", "b"]),
+            "t": ss.conditional(ss.uniform(0.0, 1.0), when="k == 'b'"),
+        }
+    )
+    # k = "a": t is inactive, its genes are whatever they were drawn as, and nothing depends
+    # on them. The model is the bowl's over u and v alone, and t stays where it was.
+    rng = np.random.default_rng(4)
+    values = {
+        (u, v, 0, float(rng.uniform())): value
+        for (u, v, _), value in evaluated_near((1.0, -1.8), 0.5, 12).items()
+    }
+    centre = next(g for g in values if g[:2] == (1.0, -1.8))
+    polled = CompassSearch(space).poll(centre, 1, lambda rows: rows, rng, values)
+    assert np.allclose(polled[0][:2], MINIMUM, atol=1e-9) and polled[0][2:] == centre[2:]
