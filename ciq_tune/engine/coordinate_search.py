@@ -16,11 +16,12 @@ those are tried too it proposes nothing until the best changes and is `converged
 screened proposals and the exploration look elsewhere; the flag is part of its state).
 
 With the values of the evaluations, each poll first proposes the minimum of a quadratic
-fitted to the evaluations nearest the centre over its continuous parameters (twice as many as
-the quadratic has coefficients, those with the centre's other values), where it curves upwards,
-no farther than those evaluations (a model step of derivative-free trust-region methods, Conn,
-Scheinberg & Vicente 2009, ch. 10): halving steps alone resolve a continuous value one bit per
-two evaluations; a model step near a smooth minimum resolves all of them at once.
+fitted to the evaluations nearest the centre over its active continuous parameters (twice as
+many as the quadratic has coefficients, among those whose other parameters decode as the
+centre's), where it curves upwards, no farther than those evaluations (a model step of
+derivative-free trust-region methods, Conn, Scheinberg & Vicente 2009, ch. 10): halving steps
+alone resolve a continuous value one bit per two evaluations; a model step near a smooth
+minimum resolves all of them at once.
 
 Proposals are checked against everything proposed before (`is_new`), so the search never
 repeats an evaluation and, in a steady-state engine, does not poll a point that is still out.
