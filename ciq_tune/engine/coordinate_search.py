@@ -21,7 +21,8 @@ many as the quadratic has coefficients, among those whose other parameters decod
 centre's), where it curves upwards, no farther than those evaluations (a model step of
 derivative-free trust-region methods, Conn, Scheinberg & Vicente 2009, ch. 10): halving steps
 alone resolve a continuous value one bit per two evaluations; a model step near a smooth
-minimum resolves all of them at once.
+minimum resolves all of them at once. A model step evaluated without moving the centre halves
+the trust radius for the next (from its own length), until the centre moves.
 
 Proposals are checked against everything proposed before (`is_new`), so the search never
 repeats an evaluation and, in a steady-state engine, does not poll a point that is still out.
@@ -78,6 +79,11 @@ class CompassSearch:
         # Whether every poll point around the centre has been proposed (a local optimum of the
         # coordinate and corner moves); cleared when the centre moves.
         self.converged = False
+        # The last model step proposed from this centre, and the trust radius (unit
+        # coordinates) that halves each time one is evaluated without moving the centre; both
+        # cleared when the centre moves.
+        self._model_step: Genes | None = None
+        self._model_radius: float | None = None
 
     def poll(
         self,
@@ -105,7 +111,10 @@ class CompassSearch:
             out += is_new([self._pattern])
             self._pattern = None
         if values is not None:
-            out += [g for g in is_new(self._model_points(values)) if g not in out]
+            model = [g for g in is_new(self._model_points(values)) if g not in out]
+            if model:
+                self._model_step = model[0]
+            out += model
         fresh: list[Genes] = []
         for _ in range(MAX_HALVINGS):
             points = self._points()
@@ -145,6 +154,7 @@ class CompassSearch:
         if old is None or old == best:
             return
         self.converged = False
+        self._model_step, self._model_radius = None, None
         params = self.space.params
         moved = [j for j, (a, b) in enumerate(zip(old, best, strict=True)) if a != b]
         delta = {}
@@ -193,6 +203,13 @@ class CompassSearch:
         ]
         if not free or center not in values:
             return []
+        params = space.params
+        origin = np.array([params[j].to_unit(center[j]) for j in free])
+        if self._model_step is not None and self._model_step in values:
+            # Evaluated, and the centre did not move to it: trust the model half as far.
+            last = np.array([params[j].to_unit(self._model_step[j]) for j in free]) - origin
+            self._model_radius = 0.5 * float(np.linalg.norm(last))
+            self._model_step = None
         n_points = MODEL_POINTS_PER_TERM * (len(free) + 1) * (len(free) + 2) // 2
         free_keys = {space.leaves[j].key for j in free}
         rest = {k: v for k, v in active.items() if k not in free_keys}
@@ -206,11 +223,11 @@ class CompassSearch:
                 rows.append((row, value))
         if len(rows) < n_points:
             return []
-        params = space.params
-        origin = np.array([params[j].to_unit(center[j]) for j in free])
         X = np.array([[params[j].to_unit(g[j]) for j in free] for g, _ in rows]) - origin
         nearest = np.argsort(np.linalg.norm(X, axis=1))[:n_points]
-        step = _quadratic_minimum(X[nearest], np.array([v for _, v in rows])[nearest])
+        step = _quadratic_minimum(
+            X[nearest], np.array([v for _, v in rows])[nearest], self._model_radius
+        )
         if step is None:
             return []
         genes = list(center)
@@ -241,6 +258,8 @@ class CompassSearch:
             "center": None if self.center is None else list(self.center),
             "pattern": None if self._pattern is None else list(self._pattern),
             "converged": self.converged,
+            "model_step": None if self._model_step is None else list(self._model_step),
+            "model_radius": self._model_radius,
         }
 
     def load_state(self, state: Mapping[str, Any]) -> None:
@@ -248,13 +267,18 @@ class CompassSearch:
         self.center = _genes(state["center"])
         self._pattern = _genes(state["pattern"])
         self.converged = bool(state.get("converged", False))
+        self._model_step = _genes(state.get("model_step"))
+        radius = state.get("model_radius")
+        self._model_radius = None if radius is None else float(radius)
 
 
-def _quadratic_minimum(X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+def _quadratic_minimum(
+    X: np.ndarray, y: np.ndarray, radius: float | None = None
+) -> np.ndarray | None:
     """Where the least-squares quadratic through the values `y` at offsets `X` (one row each,
-    from the centre) is lowest, cut back to the farthest row's distance; None where the
-    quadratic does not curve upwards in every direction (the model step of derivative-free
-    trust-region methods, Conn, Scheinberg & Vicente 2009, ch. 10)."""
+    from the centre) is lowest, cut back to the farthest row's distance or to `radius` if that
+    is shorter; None where the quadratic does not curve upwards in every direction (the model
+    step of derivative-free trust-region methods, Conn, Scheinberg & Vicente 2009, ch. 10)."""
     dim = X.shape[1]
     pairs = [(a, b) for a in range(dim) for b in range(a, dim)]
     design = np.column_stack([np.ones(len(X)), X, *[X[:, a] * X[:, b] for a, b in pairs]])
@@ -266,7 +290,9 @@ def _quadratic_minimum(X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     if not np.all(np.linalg.eigvalsh(hessian) > 0):
         return None
     step = -np.linalg.solve(hessian, gradient)
-    radius, length = float(np.linalg.norm(X, axis=1).max()), float(np.linalg.norm(step))
+    reach = float(np.linalg.norm(X, axis=1).max())
+    radius = reach if radius is None else min(radius, reach)
+    length = float(np.linalg.norm(step))
     return step * (radius / length) if length > radius else step
 
 

@@ -190,3 +190,22 @@ def test_an_inactive_continuous_parameter_is_left_out_of_the_model() -> None:
     centre = next(g for g in values if g[:2] == (1.0, -1.8))
     polled = CompassSearch(space).poll(centre, 1, lambda rows: rows, rng, values)
     assert np.allclose(polled[0][:2], MINIMUM, atol=1e-9) and polled[0][2:] == centre[2:]
+
+
+def test_a_model_step_that_did_not_move_the_centre_halves_the_next_ones_reach() -> None:
+    centre: Genes = (-3.0, 3.0, 0)
+    values = evaluated_near((-3.0, 3.0), 0.2, 12)  # the minimum is ~ 7 away: steps are cut
+
+    def unit_length(point: Genes) -> float:
+        return float(np.hypot((point[0] + 3.0) / 10, (point[1] - 3.0) / 10))  # 10 = the range
+
+    search, rng = CompassSearch(CONTINUOUS), np.random.default_rng(0)
+    first = search.poll(centre, 1, lambda rows: rows, rng, values)[0]
+    saved = json.loads(json.dumps(search.state()))
+    values[first] = bowl(centre) + 1.0  # it failed: the centre stays
+    second = search.poll(centre, 1, lambda rows: rows, rng, values)[0]
+    assert np.isclose(unit_length(second), unit_length(first) / 2)
+    restored = CompassSearch(CONTINUOUS)
+    restored.load_state(saved)  # the step still out is part of the state
+    again = restored.poll(centre, 1, lambda rows: rows, np.random.default_rng(0), values)[0]
+    assert again == second
