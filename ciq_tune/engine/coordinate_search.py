@@ -111,6 +111,7 @@ class CompassSearch:
             out += is_new([self._pattern])
             self._pattern = None
         if values is not None:
+            self._distrust_failed_model_step(values)
             model = [g for g in is_new(self._model_points(values)) if g not in out]
             if model:
                 self._model_step = model[0]
@@ -188,6 +189,16 @@ class CompassSearch:
                     out.append((j, (*center[:j], gene, *center[j + 1 :])))
         return out
 
+    def _distrust_failed_model_step(self, values: Mapping[Genes, float]) -> None:
+        """Once the last model step from this centre has been evaluated (and, the centre being
+        unchanged, was no better), trust the next one only half as far as that step went."""
+        if self._model_step is None or self._model_step not in values:
+            return
+        assert self.center is not None
+        offset = self.space.to_unit(self._model_step) - self.space.to_unit(self.center)
+        self._model_radius = 0.5 * float(np.linalg.norm(offset))
+        self._model_step = None
+
     def _model_points(self, values: Mapping[Genes, float]) -> list[Genes]:
         """The minimum of a quadratic fitted to the evaluations nearest the centre over its
         active continuous parameters (`_quadratic_minimum`), among those whose configuration
@@ -203,13 +214,6 @@ class CompassSearch:
         ]
         if not free or center not in values:
             return []
-        params = space.params
-        origin = np.array([params[j].to_unit(center[j]) for j in free])
-        if self._model_step is not None and self._model_step in values:
-            # Evaluated, and the centre did not move to it: trust the model half as far.
-            last = np.array([params[j].to_unit(self._model_step[j]) for j in free]) - origin
-            self._model_radius = 0.5 * float(np.linalg.norm(last))
-            self._model_step = None
         n_points = MODEL_POINTS_PER_TERM * (len(free) + 1) * (len(free) + 2) // 2
         free_keys = {space.leaves[j].key for j in free}
         rest = {k: v for k, v in active.items() if k not in free_keys}
@@ -223,6 +227,8 @@ class CompassSearch:
                 rows.append((row, value))
         if len(rows) < n_points:
             return []
+        params = space.params
+        origin = np.array([params[j].to_unit(center[j]) for j in free])
         X = np.array([[params[j].to_unit(g[j]) for j in free] for g, _ in rows]) - origin
         nearest = np.argsort(np.linalg.norm(X, axis=1))[:n_points]
         step = _quadratic_minimum(
