@@ -3,12 +3,12 @@
     python -m bench.battery --seeds 20 --budget 800 --workers 2 --out docs/data/battery.json
 
 Each space stresses one kind of geometry a kernel space has: wide integer and half-step ranges
-(>= 400 values), log ranges, continuous values (a bowl and a valley), ordinals of powers of two,
-categories, conditional parameters, constraints leaving <= 10 % feasible, a region where 30 % of
-the space fails, several basins, knocked-out literals. Per space and strategy, over seeds: the
-median and the worst seed's regret (best value found - optimum) after 25…800 evaluations, next
-to random search on the same seeds with the p-value of a deficit against it (one-sided
-Mann-Whitney U), and how many seeds reach the optimum within 200 evaluations.
+(>= 400 values), log ranges, continuous values (a bowl, a valley, three basins), ordinals of
+powers of two, categories, conditional parameters, constraints leaving <= 10 % feasible, a region
+where 30 % of the space fails, several basins, knocked-out literals. Per space and strategy, over
+seeds: the median and the worst seed's regret (best value found - optimum) after 25…800
+evaluations, next to random search on the same seeds with the p-value of a deficit against it
+(one-sided Mann-Whitney U), and how many seeds reach the optimum within 200 evaluations.
 """
 
 from __future__ import annotations
@@ -177,6 +177,33 @@ def _continuous_valley() -> BatteryProblem:
     )
 
 
+# (centre in u, v, log10 w; depth; width) of each quadratic basin of `continuous_basins`.
+_CONTINUOUS_BASINS = (
+    ((1.234, -2.5, 0.7), 0.0, 0.5),
+    ((-3.0, 3.0, -1.0), 0.5, 1.0),
+    ((3.5, 2.0, 1.5), 1.0, 4.0),
+)
+
+
+def _continuous_basins() -> BatteryProblem:
+    def objective(c: Mapping[str, Any]) -> float:
+        x = (c["u"], c["v"], math.log10(c["w"]))
+        return min(
+            depth + sum((a - b) ** 2 for a, b in zip(x, centre, strict=True)) / width
+            for centre, depth, width in _CONTINUOUS_BASINS
+        )
+
+    return BatteryProblem(
+        "continuous_basins",
+        "the same three continuous values, three basins; the global one is the narrowest",
+        _continuous().space,
+        objective,
+        0.0,
+        tolerance=1e-3,
+        single_basin=False,
+    )
+
+
 _POW2_TARGETS = (7, 3, 9, 5, 1)
 
 
@@ -339,6 +366,7 @@ def battery() -> dict[str, BatteryProblem]:
         _log_range,
         _continuous,
         _continuous_valley,
+        _continuous_basins,
         _powers_of_two,
         _categorical,
         _conditional,
