@@ -209,3 +209,18 @@ def test_a_model_step_that_did_not_move_the_centre_halves_the_next_ones_reach() 
     restored.load_state(saved)  # the step still out is part of the state
     again = restored.poll(centre, 1, lambda rows: rows, np.random.default_rng(0), values)[0]
     assert again == second
+
+
+def test_parameters_the_model_resolves_are_not_polled_and_the_poll_converges() -> None:
+    centre: Genes = (*MINIMUM, 0)
+    values = evaluated_near(tuple(MINIMUM), 0.5, 12)  # the fit's minimum is the centre
+    search, archive = CompassSearch(CONTINUOUS), Archive()
+    archive.seen.update(values)
+    rng = np.random.default_rng(0)
+    polled = archive.propose(search.poll(centre, 8, archive, rng, values))
+    # Only the category's other value: u and v are resolved by the model, so nothing is left.
+    assert polled == [(*MINIMUM, 1)]
+    assert search.poll(centre, 8, archive, rng, values) == [] and search.converged_at(centre)
+    # Without the values the same centre polls u and v.
+    plain = CompassSearch(CONTINUOUS).poll(centre, 8, Archive(), np.random.default_rng(0))
+    assert sum(p[2] == 0 for p in plain) == 4
