@@ -18,8 +18,10 @@ screened proposals and the exploration look elsewhere; the flag is part of its s
 With the values of the evaluations, each poll first proposes the minimum of a quadratic
 fitted to the evaluations nearest the centre over its active continuous parameters (twice as
 many as the quadratic has coefficients, among those whose other parameters decode as the
-centre's), where it curves upwards, no farther than those evaluations (a model step of
-derivative-free trust-region methods, Conn, Scheinberg & Vicente 2009, ch. 10): halving steps
+centre's; too few of those, as after a move of a discrete parameter, and the nearest with any
+other values are fitted, a constant for each combination of them), where it curves upwards,
+no farther than those evaluations (a model step of derivative-free trust-region methods, Conn,
+Scheinberg & Vicente 2009, ch. 10): halving steps
 alone resolve a continuous value one bit per two evaluations; a model step near a smooth
 minimum resolves all of them at once. A model step evaluated without moving the centre halves
 the trust radius for the next (from its own length), until the centre moves. Where the model's
@@ -210,11 +212,17 @@ class CompassSearch:
     def _model_points(self, values: Mapping[Genes, float]) -> tuple[list[Genes], set[int]]:
         """The minimum of a quadratic fitted to the evaluations nearest the centre over its
         active continuous parameters (`_quadratic_minimum`), among those whose configuration
-        is the centre's in every other parameter, cut back to the trust radius; none with too
-        few of them or without continuous parameters. Where that minimum is the centre itself,
-        to within the finest step along each of them, no point but those parameters: they are
-        resolved, and their coordinate moves are not polled (the model, fitted again at every
-        poll, stands for them)."""
+        is the centre's in every other parameter, cut back to the trust radius; none without
+        continuous parameters. Where that minimum is the centre itself, to within the finest
+        step along each of them, no point but those parameters: they are resolved, and their
+        coordinate moves are not polled (the model, fitted again at every poll, stands for
+        them).
+
+        With too few such evaluations (after the centre moved along another parameter), the
+        nearest ones with any other values are fitted, each combination of those values with
+        a constant of its own (`_offset_rows`): where the continuous parameters add to the
+        others, the quadratic's shape is shared and the step exact; where they interact, it is
+        a guess that the trust radius corrects, so such a fit resolves nothing."""
         assert self.center is not None
         center, space = self.center, self.space
         active = space.flat(center)  # inactive and knocked-out parameters are left out
@@ -228,25 +236,32 @@ class CompassSearch:
         n_points = MODEL_POINTS_PER_TERM * (len(free) + 1) * (len(free) + 2) // 2
         free_keys = {space.leaves[j].key for j in free}
         rest = {k: v for k, v in active.items() if k not in free_keys}
-        rows = []
+        own = tuple(rest.items())
+        rows, groups = [], []
         for row, value in values.items():
             flat = space.flat(row)
-            if (
-                free_keys <= flat.keys()
-                and {k: flat[k] for k in flat if k not in free_keys} == rest
-            ):
+            if free_keys <= flat.keys():
                 rows.append((row, value))
-        if len(rows) < n_points:
+                groups.append(tuple((k, v) for k, v in flat.items() if k not in free_keys))
+        alone = sum(g == own for g in groups) >= n_points
+        if alone:
+            rows = [r for r, g in zip(rows, groups, strict=True) if g == own]
+            groups = [own] * len(rows)
+        if len(rows) - len(set(groups)) + 1 < n_points:  # too few even all together
             return [], set()
         params = space.params
         origin = np.array([params[j].to_unit(center[j]) for j in free])
         X = np.array([[params[j].to_unit(g[j]) for j in free] for g, _ in rows]) - origin
-        nearest = np.argsort(np.linalg.norm(X, axis=1))[:n_points]
-        step = _quadratic_minimum(X[nearest], np.array([v for _, v in rows])[nearest])
+        nearest = _offset_rows(np.argsort(np.linalg.norm(X, axis=1)), groups, n_points)
+        if nearest is None:
+            return [], set()
+        step = _quadratic_minimum(
+            X[nearest], np.array([v for _, v in rows])[nearest], [groups[i] for i in nearest]
+        )
         if step is None:
             return [], set()
         if all(abs(offset) < self._min_step[j] for j, offset in zip(free, step, strict=True)):
-            return [], set(free)
+            return [], set(free) if alone else set()
         # No farther than the fitted points, nor than the trust radius.
         radius = float(np.linalg.norm(X[nearest], axis=1).max())
         if self._model_radius is not None:
@@ -299,17 +314,33 @@ class CompassSearch:
         self._model_radius = None if radius is None else float(radius)
 
 
-def _quadratic_minimum(X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+def _offset_rows(order: np.ndarray, groups: Sequence[Any], n_points: int) -> np.ndarray | None:
+    """The shortest head of `order` (row indices, nearest first) holding `n_points` rows
+    beyond the first of each group but one (each further group costs its own constant);
+    None where all of them do not."""
+    seen: set[Any] = set()
+    for count, i in enumerate(order, start=1):
+        seen.add(groups[i])
+        if count - len(seen) + 1 >= n_points:
+            return order[:count]
+    return None
+
+
+def _quadratic_minimum(X: np.ndarray, y: np.ndarray, groups: Sequence[Any]) -> np.ndarray | None:
     """Where the least-squares quadratic through the values `y` at offsets `X` (one row each,
-    from the centre) is lowest, as an offset from the centre; None where it does not curve
-    upwards in every direction (the model step of derivative-free trust-region methods, Conn,
-    Scheinberg & Vicente 2009, ch. 10)."""
+    from the centre) is lowest, as an offset from the centre, with one constant per distinct
+    value of `groups` (one per row) and the rest of its coefficients shared; None where it
+    does not curve upwards in every direction (the model step of derivative-free trust-region
+    methods, Conn, Scheinberg & Vicente 2009, ch. 10)."""
     dim = X.shape[1]
     pairs = [(a, b) for a in range(dim) for b in range(a, dim)]
-    design = np.column_stack([np.ones(len(X)), X, *[X[:, a] * X[:, b] for a, b in pairs]])
+    index = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    k = len(index)
+    constants = np.eye(k)[[index[g] for g in groups]]
+    design = np.column_stack([constants, X, *[X[:, a] * X[:, b] for a, b in pairs]])
     coef = np.linalg.lstsq(design, y, rcond=None)[0]
-    gradient, hessian = coef[1 : dim + 1], np.zeros((dim, dim))
-    for (a, b), c in zip(pairs, coef[dim + 1 :], strict=True):
+    gradient, hessian = coef[k : k + dim], np.zeros((dim, dim))
+    for (a, b), c in zip(pairs, coef[k + dim :], strict=True):
         hessian[a, b] += c
         hessian[b, a] += c
     if not np.all(np.linalg.eigvalsh(hessian) > 0):

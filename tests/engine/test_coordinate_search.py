@@ -224,3 +224,27 @@ def test_parameters_the_model_resolves_are_not_polled_and_the_poll_converges() -
     # Without the values the same centre polls u and v.
     plain = CompassSearch(CONTINUOUS).poll(centre, 8, Archive(), np.random.default_rng(0))
     assert sum(p[2] == 0 for p in plain) == 4
+
+
+def other_category_rows(centre: tuple[float, float], own: int) -> dict[Genes, float]:
+    """`own` rows at the centre's k = "a" (the centre first), and 12 more at k = "b", where the
+    same bowl is 5 higher: the continuous values add to the category."""
+    near = evaluated_near(centre, 0.5, 12 + own)
+    rows = list(near.items())
+    values = dict(rows[:own])
+    values.update({(u, v, 1): value + 5.0 for (u, v, _), value in rows[own:]})
+    return values
+
+
+def test_after_a_move_of_another_parameter_rows_of_its_other_values_are_fitted_too() -> None:
+    values = other_category_rows((1.0, -1.8), own=3)  # 12 are needed at k = "a"
+    point = first_poll_point(values, (1.0, -1.8, 0))
+    # One constant per category, the shape shared: exact where they add up.
+    assert np.allclose(point[:2], MINIMUM, atol=1e-9) and point[2] == 0
+
+
+def test_a_fit_over_other_values_resolves_nothing() -> None:
+    centre: Genes = (*MINIMUM, 0)
+    values = other_category_rows(tuple(MINIMUM), own=3)  # its minimum is the centre
+    polled = CompassSearch(CONTINUOUS).poll(centre, 8, Archive(), np.random.default_rng(0), values)
+    assert sum(p[2] == 0 for p in polled) == 4  # u and v are still polled
