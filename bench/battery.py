@@ -3,12 +3,13 @@
     python -m bench.battery --seeds 20 --budget 800 --workers 2 --out docs/data/battery.json
 
 Each space stresses one kind of geometry a kernel space has: wide integer and half-step ranges
-(>= 400 values), log ranges, continuous values (a bowl, a valley, three basins), ordinals of
-powers of two, categories, conditional parameters, constraints leaving <= 10 % feasible, a region
-where 30 % of the space fails, several basins, knocked-out literals. Per space and strategy, over
-seeds: the median and the worst seed's regret (best value found - optimum) after 25…800
-evaluations, next to random search on the same seeds with the p-value of a deficit against it
-(one-sided Mann-Whitney U), and how many seeds reach the optimum within 200 evaluations.
+(>= 400 values), log ranges, continuous values (a bowl, a valley, three basins, beside discrete
+ones), ordinals of powers of two, categories, conditional parameters, constraints leaving
+<= 10 % feasible, a region where 30 % of the space fails, several basins, knocked-out literals.
+Per space and strategy, over seeds: the median and the worst seed's regret (best value found -
+optimum) after 25…800 evaluations, next to random search on the same seeds with the p-value of
+a deficit against it (one-sided Mann-Whitney U), and how many seeds reach the optimum within 200
+evaluations.
 """
 
 from __future__ import annotations
@@ -204,6 +205,36 @@ def _continuous_basins() -> BatteryProblem:
     )
 
 
+_MIXED_CATEGORY = {"a": 1.0, "b": 0.0, "c": 2.0}
+
+
+def _continuous_mixed() -> BatteryProblem:
+    space = SearchSpace(
+        {
+            "u": ss.uniform(-5.0, 5.0),
+            "v": ss.uniform(-5.0, 5.0),
+            "w": ss.uniform(0.01, 100.0, log=True),
+            "k": ss.choice(list(_MIXED_CATEGORY)),
+            "n": ss.range(0, 63),
+        }
+    )
+
+    def objective(c: Mapping[str, Any]) -> float:
+        a, b, w = c["u"] - 1.234, c["v"] + 2.5, math.log10(c["w"]) - 0.7
+        rest = _MIXED_CATEGORY[c["k"]] + 0.01 * (c["n"] - 40) ** 2
+        return (a + b) ** 2 + 4 * (a - b) ** 2 + w**2 + rest
+
+    return BatteryProblem(
+        "continuous_mixed",
+        "the three continuous values beside a category and a 64-value range, a tilted bowl; "
+        "found = regret <= 1e-3",
+        space,
+        objective,
+        0.0,
+        tolerance=1e-3,
+    )
+
+
 _POW2_TARGETS = (7, 3, 9, 5, 1)
 
 
@@ -367,6 +398,7 @@ def battery() -> dict[str, BatteryProblem]:
         _continuous,
         _continuous_valley,
         _continuous_basins,
+        _continuous_mixed,
         _powers_of_two,
         _categorical,
         _conditional,

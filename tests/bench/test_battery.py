@@ -62,7 +62,9 @@ def test_default_strategy_finds_the_wide_toy_optimum_on_every_seed() -> None:
     assert all(found_within(regret_trace(problem, "screened", s, 200), 0.0, 200) for s in range(5))
 
 
-@pytest.mark.parametrize("name", ["int_wide", "log_range", "continuous", "continuous_valley"])
+@pytest.mark.parametrize(
+    "name", ["int_wide", "log_range", "continuous", "continuous_valley", "continuous_mixed"]
+)
 def test_default_strategy_resolves_wide_and_continuous_ranges_to_the_optimum(name: str) -> None:
     # 1000-value integer ranges, 400-value log ranges and continuous values (regret <= 1e-3)
     # need the compass-search polishing (its quadratic-model step on continuous values): the
