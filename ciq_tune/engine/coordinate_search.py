@@ -243,8 +243,9 @@ class CompassSearch:
             if free_keys <= flat.keys():
                 rows.append((row, value))
                 groups.append(tuple((k, v) for k, v in flat.items() if k not in free_keys))
-        alone = sum(g == own for g in groups) >= n_points
-        if alone:
+        # Rows with other values only where the centre's own are too few.
+        own_suffice = sum(g == own for g in groups) >= n_points
+        if own_suffice:
             rows = [r for r, g in zip(rows, groups, strict=True) if g == own]
             groups = [own] * len(rows)
         if len(rows) - len(set(groups)) + 1 < n_points:  # too few even all together
@@ -261,7 +262,7 @@ class CompassSearch:
         if step is None:
             return [], set()
         if all(abs(offset) < self._min_step[j] for j, offset in zip(free, step, strict=True)):
-            return [], set(free) if alone else set()
+            return [], set(free) if own_suffice else set()
         # No farther than the fitted points, nor than the trust radius.
         radius = float(np.linalg.norm(X[nearest], axis=1).max())
         if self._model_radius is not None:
