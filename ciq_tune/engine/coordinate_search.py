@@ -235,14 +235,22 @@ class CompassSearch:
             return [], set()
         n_points = MODEL_POINTS_PER_TERM * (len(free) + 1) * (len(free) + 2) // 2
         free_keys = {space.leaves[j].key for j in free}
-        rest = {k: v for k, v in active.items() if k not in free_keys}
-        own = tuple(rest.items())
+
+        def others(genes: Genes, flat: Mapping[str, Any]) -> tuple[tuple[int, Any], ...]:
+            # The genes of the other parameters present (hashable, unlike some values).
+            return tuple(
+                (j, genes[j])
+                for j, leaf in enumerate(space.leaves)
+                if j not in free and leaf.key in flat
+            )
+
+        own = others(center, active)
         rows, groups = [], []
         for row, value in values.items():
             flat = space.flat(row)
             if free_keys <= flat.keys():
                 rows.append((row, value))
-                groups.append(tuple((k, v) for k, v in flat.items() if k not in free_keys))
+                groups.append(others(row, flat))
         # Rows with other values only where the centre's own are too few.
         own_suffice = sum(g == own for g in groups) >= n_points
         if own_suffice:

@@ -248,3 +248,15 @@ def test_a_fit_over_other_values_resolves_nothing() -> None:
     values = other_category_rows(tuple(MINIMUM), own=3)  # its minimum is the centre
     polled = CompassSearch(CONTINUOUS).poll(centre, 8, Archive(), np.random.default_rng(0), values)
     assert sum(p[2] == 0 for p in polled) == 4  # u and v are still polled
+
+
+def test_the_other_values_may_be_unhashable() -> None:
+    # A category of tile shapes: its values are lists; the rows are grouped by their genes.
+    space = SearchSpace(
+        {"u": ss.uniform(-5.0, 5.0), "v": ss.uniform(-5.0, 5.0), "k": ss.choice([[16], [32]])}
+    )
+    values = other_category_rows((1.0, -1.8), own=3)
+    polled = CompassSearch(space).poll(
+        (1.0, -1.8, 0), 1, lambda rows: rows, np.random.default_rng(0), values
+    )
+    assert np.allclose(polled[0][:2], MINIMUM, atol=1e-9)
