@@ -141,19 +141,26 @@ def _log_range() -> BatteryProblem:
     )
 
 
+def _continuous_params() -> dict[str, Any]:
+    """The three continuous values of every `continuous*` problem (one on a log scale)."""
+    return {
+        "u": ss.uniform(-5.0, 5.0),
+        "v": ss.uniform(-5.0, 5.0),
+        "w": ss.uniform(0.01, 100.0, log=True),
+    }
+
+
+def _offsets(c: Mapping[str, Any]) -> tuple[float, float, float]:
+    """u, v and log10 w minus their values at `continuous`'s optimum."""
+    return c["u"] - 1.234, c["v"] + 2.5, math.log10(c["w"]) - 0.7
+
+
 def _continuous() -> BatteryProblem:
-    space = SearchSpace(
-        {
-            "u": ss.uniform(-5.0, 5.0),
-            "v": ss.uniform(-5.0, 5.0),
-            "w": ss.uniform(0.01, 100.0, log=True),
-        }
-    )
     return BatteryProblem(
         "continuous",
         "three continuous values (one on a log scale); found = regret <= 1e-3",
-        space,
-        lambda c: (c["u"] - 1.234) ** 2 + (c["v"] + 2.5) ** 2 + (math.log10(c["w"]) - 0.7) ** 2,
+        SearchSpace(_continuous_params()),
+        lambda c: sum(d**2 for d in _offsets(c)),
         0.0,
         tolerance=1e-3,
     )
@@ -165,7 +172,7 @@ def _continuous_valley() -> BatteryProblem:
     def objective(c: Mapping[str, Any]) -> float:
         # A tilted valley (10:1 across its floor) that rises linearly far from the optimum:
         # neither separable nor quadratic, unlike `continuous`.
-        a, b, w = c["u"] - 1.234, c["v"] + 2.5, math.log10(c["w"]) - 0.7
+        a, b, w = _offsets(c)
         return math.sqrt(1 + (a + b) ** 2 + 10 * (a - b) ** 2 + (a + w) ** 2) - 1
 
     return BatteryProblem(
@@ -210,17 +217,11 @@ _MIXED_CATEGORY = {"a": 1.0, "b": 0.0, "c": 2.0}
 
 def _continuous_mixed() -> BatteryProblem:
     space = SearchSpace(
-        {
-            "u": ss.uniform(-5.0, 5.0),
-            "v": ss.uniform(-5.0, 5.0),
-            "w": ss.uniform(0.01, 100.0, log=True),
-            "k": ss.choice(list(_MIXED_CATEGORY)),
-            "n": ss.range(0, 63),
-        }
+        {**_continuous_params(), "k": ss.choice(list(_MIXED_CATEGORY)), "n": ss.range(0, 63)}
     )
 
     def objective(c: Mapping[str, Any]) -> float:
-        a, b, w = c["u"] - 1.234, c["v"] + 2.5, math.log10(c["w"]) - 0.7
+        a, b, w = _offsets(c)
         rest = _MIXED_CATEGORY[c["k"]] + 0.01 * (c["n"] - 40) ** 2
         return (a + b) ** 2 + 4 * (a - b) ** 2 + w**2 + rest
 
