@@ -21,15 +21,15 @@ many as the quadratic has coefficients, among those whose other parameters decod
 centre's; too few of those, as after a move of a discrete parameter, and the nearest with any
 other values are fitted, a constant for each combination of them), where it curves upwards,
 no farther than those evaluations (a model step of derivative-free trust-region methods, Conn,
-Scheinberg & Vicente 2009, ch. 10): halving steps
-alone resolve a continuous value one bit per two evaluations; a model step near a smooth
-minimum resolves all of them at once. A model step evaluated without moving the centre halves
-the trust radius for the next (from its own length), until the centre moves. Where the model's
-minimum is the centre itself, to within the finest steps, its parameters are resolved and their
-coordinate moves are not polled: the poll turns to the other parameters and, once those are
-used up, converges, instead of halving each continuous step some 13 times, two polls a halving,
-down to its finest (the battery's `continuous_basins`, seeds 100-199: the global optimum within
-200 evaluations 21 -> 91 of 100, the exploration starting sooner; docs/benchmarks.md, session 23).
+Scheinberg & Vicente 2009, ch. 10): halving steps alone resolve a continuous value one bit per
+two evaluations; a model step near a smooth minimum resolves all of them at once. A model step
+evaluated without moving the centre halves the trust radius for the next (from its own length),
+until the centre moves. Where the model's minimum is the centre itself, to within the finest
+steps, its parameters are resolved and their coordinate moves are not polled: the poll turns to
+the other parameters and, once those are used up, converges, instead of halving each continuous
+step some 13 times, two polls a halving, down to its finest (the battery's `continuous_basins`,
+seeds 100-199: the global optimum within 200 evaluations 21 -> 91 of 100, the exploration
+starting sooner; docs/benchmarks.md, session 23).
 
 Proposals are checked against everything proposed before (`is_new`), so the search never
 repeats an evaluation and, in a steady-state engine, does not poll a point that is still out.
@@ -233,6 +233,37 @@ class CompassSearch:
         ]
         if not free or center not in values:
             return [], set()
+        fit = self._rows_to_fit(values, free, active)
+        if fit is None:
+            return [], set()
+        X, y, groups, own_only = fit
+        step = _quadratic_minimum(X, y, groups)
+        if step is None:
+            return [], set()
+        if all(abs(offset) < self._min_step[j] for j, offset in zip(free, step, strict=True)):
+            return [], set(free) if own_only else set()
+        # No farther than the fitted points, nor than the trust radius.
+        radius = float(np.linalg.norm(X, axis=1).max())
+        if self._model_radius is not None:
+            radius = min(radius, self._model_radius)
+        length = float(np.linalg.norm(step))
+        if length > radius:
+            step = step * (radius / length)
+        genes = list(center)
+        for j, offset in zip(free, step, strict=True):
+            genes[j] = space.params[j].shift(center[j], float(offset))
+        return [tuple(genes)], set()
+
+    def _rows_to_fit(
+        self, values: Mapping[Genes, float], free: list[int], active: Mapping[str, Any]
+    ) -> tuple[np.ndarray, np.ndarray, list[Any], bool] | None:
+        """The evaluations the model over the parameters `free` is fitted to: their offsets
+        from the centre (unit coordinates), values and groups (the genes of their other
+        parameters), and whether they all share the centre's other values (the centre's own
+        rows, where there are enough of them; else the nearest of all, `_offset_rows`); None
+        with too few. `active`: the centre's configuration."""
+        assert self.center is not None
+        center, space = self.center, self.space
         n_points = MODEL_POINTS_PER_TERM * (len(free) + 1) * (len(free) + 2) // 2
         free_keys = {space.leaves[j].key for j in free}
 
@@ -251,37 +282,20 @@ class CompassSearch:
             if free_keys <= flat.keys():
                 rows.append((row, value))
                 groups.append(others(row, flat))
-        # Rows with other values only where the centre's own are too few.
-        own_suffice = sum(g == own for g in groups) >= n_points
-        if own_suffice:
+        own_only = sum(g == own for g in groups) >= n_points
+        if own_only:
             rows = [r for r, g in zip(rows, groups, strict=True) if g == own]
             groups = [own] * len(rows)
         if len(rows) - len(set(groups)) + 1 < n_points:  # too few even all together
-            return [], set()
+            return None
         params = space.params
         origin = np.array([params[j].to_unit(center[j]) for j in free])
         X = np.array([[params[j].to_unit(g[j]) for j in free] for g, _ in rows]) - origin
         nearest = _offset_rows(np.argsort(np.linalg.norm(X, axis=1)), groups, n_points)
         if nearest is None:
-            return [], set()
-        step = _quadratic_minimum(
-            X[nearest], np.array([v for _, v in rows])[nearest], [groups[i] for i in nearest]
-        )
-        if step is None:
-            return [], set()
-        if all(abs(offset) < self._min_step[j] for j, offset in zip(free, step, strict=True)):
-            return [], set(free) if own_suffice else set()
-        # No farther than the fitted points, nor than the trust radius.
-        radius = float(np.linalg.norm(X[nearest], axis=1).max())
-        if self._model_radius is not None:
-            radius = min(radius, self._model_radius)
-        length = float(np.linalg.norm(step))
-        if length > radius:
-            step = step * (radius / length)
-        genes = list(center)
-        for j, offset in zip(free, step, strict=True):
-            genes[j] = params[j].shift(center[j], float(offset))
-        return [tuple(genes)], set()
+            return None
+        y = np.array([v for _, v in rows])
+        return X[nearest], y[nearest], [groups[i] for i in nearest], own_only
 
     def _corner_points(self, skip: set[int]) -> list[Genes]:
         """Every pair of ordered parameters not in `skip` moved together by their steps (4 per
