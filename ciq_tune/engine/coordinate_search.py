@@ -8,7 +8,12 @@ ordered parameter it moved gets a step of twice that move, and the pattern move 
 the whole move twice as far is proposed first (Hooke & Jeeves, J. ACM 1961, accelerating); a
 parameter whose two moves were both tried without a new best has its step halved (compass
 search with per-coordinate expansion and contraction, Kolda, Lewis & Torczon, SIAM Review
-2003, sec. 3).
+2003, sec. 3), or, where both moves and the centre have values, cut to the distance of the
+vertex of the parabola through the three (never more than half; Brent 1973, ch. 5), so that
+the next move towards it lands on it: on a wide range that curves like a parabola the poll
+reaches the optimum in one contraction instead of one halving per bit (the battery's
+`int_wide`, seeds 100-199: median regret at 50 evaluations 287 -> 69; docs/benchmarks.md,
+session 24).
 
 Once every poll point at the finest steps has been tried, the best is a local optimum of the
 coordinate moves; the search then moves pairs of parameters together (the corners), and once
@@ -137,7 +142,8 @@ class CompassSearch:
             halved = False
             for j in tried:
                 if self._ordered[j] and self.steps[j] > self._min_step[j] * (1 + 1e-9):
-                    self.steps[j] = max(self.steps[j] / 2, self._min_step[j])
+                    moves = [g for i, g in points if i == j]
+                    self.steps[j] = max(self._contracted_step(j, moves, values), self._min_step[j])
                     halved = True
             if not halved:
                 break
@@ -198,6 +204,31 @@ class CompassSearch:
                 if gene != center[j]:
                     out.append((j, (*center[:j], gene, *center[j + 1 :])))
         return out
+
+    def _contracted_step(
+        self, j: int, moves: list[Genes], values: Mapping[Genes, float] | None
+    ) -> float:
+        """The next step of parameter `j` after its moves `moves` from the centre were tried
+        without a new best: half the step, or, where both moves and the centre have values,
+        the distance to the vertex of the parabola through the three (at most half the step,
+        the centre being the lowest of them; Brent 1973, ch. 5)."""
+        half = self.steps[j] / 2
+        center = self.center
+        assert center is not None
+        sides = [g for g in moves if g[j] is not None and values is not None and g in values]
+        if values is None or center not in values or len(sides) != 2:
+            return half
+        param = self.space.params[j]
+        c = param.to_unit(center[j])
+        (a, fa), (b, fb) = ((param.to_unit(g[j]) - c, values[g] - values[center]) for g in sides)
+        if a * b >= 0:  # both on one side of the centre
+            return half
+        # The vertex of the parabola through (a, fa), (0, 0), (b, fb), relative to the centre.
+        curvature = fa * b - fb * a
+        if curvature * (b - a) <= 0:
+            return half
+        vertex = 0.5 * (fa * b * b - fb * a * a) / curvature
+        return min(abs(vertex), half)
 
     def _distrust_failed_model_step(self, values: Mapping[Genes, float]) -> None:
         """Once the last model step from this centre has been evaluated (and, the centre being

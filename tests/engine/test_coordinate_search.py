@@ -51,6 +51,27 @@ def test_steps_halve_once_both_moves_were_tried_down_to_one_value() -> None:
     assert len(archive.seen) == 1 + sum(len(p) for p in polled)  # never a repeat
 
 
+def test_a_step_whose_moves_failed_contracts_to_the_vertex_of_their_parabola() -> None:
+    space = SearchSpace({"a": ss.range(0, 800)})
+
+    def f(genes: Genes) -> float:
+        return float((genes[0] - 437) ** 2)
+
+    search, archive, rng = CompassSearch(space), Archive(), np.random.default_rng(0)
+    archive.seen.add((400,))
+    first = archive.propose(search.poll((400,), 2, archive, rng))
+    assert sorted(first) == [(300,), (500,)]  # both worse than the centre
+    values = {g: f(g) for g in [(400,), *first]}
+    # The parabola through 300, 400 and 500 is the objective: its vertex, 437, is polled next,
+    # where halving the step would poll 350 and 450.
+    assert sorted(search.poll((400,), 2, archive, rng, values)) == [(363,), (437,)]
+    plain = CompassSearch(space)
+    archive = Archive()
+    archive.seen.add((400,))
+    archive.propose(plain.poll((400,), 2, archive, np.random.default_rng(0)))
+    assert sorted(plain.poll((400,), 2, archive, np.random.default_rng(0))) == [(350,), (450,)]
+
+
 def test_a_new_best_doubles_its_step_and_proposes_the_pattern_move_first() -> None:
     search, archive, rng = CompassSearch(SPACE), Archive(), np.random.default_rng(0)
     archive.propose(search.poll((400, 40, 0), 2, archive, rng))
@@ -161,7 +182,7 @@ def test_evaluations_with_other_discrete_values_are_not_fitted() -> None:
     assert np.allclose(point[:2], MINIMUM, atol=1e-9)
 
 
-def test_a_discrete_space_polls_as_without_values() -> None:
+def test_a_discrete_space_gets_no_model_step() -> None:
     space = SearchSpace({"a": ss.range(0, 999), "b": ss.range(-500, 499)})
     values = {(a, b): float(a * a + b * b) for a in range(0, 40, 3) for b in range(-20, 20, 3)}
     polled = [
