@@ -215,14 +215,14 @@ class CompassSearch:
         half = self.steps[j] / 2
         center = self.center
         assert center is not None
-        sides = [g for g in moves if g[j] is not None and values is not None and g in values]
-        if values is None or center not in values or len(sides) != 2:
+        if values is None or center not in values:
+            return half
+        sides = [g for g in moves if g[j] is not None and g in values]  # + and -, not knocked out
+        if len(sides) != 2:
             return half
         param = self.space.params[j]
         c = param.to_unit(center[j])
         (a, fa), (b, fb) = ((param.to_unit(g[j]) - c, values[g] - values[center]) for g in sides)
-        if a * b >= 0:  # both on one side of the centre
-            return half
         # The vertex of the parabola through (a, fa), (0, 0), (b, fb), relative to the centre.
         curvature = fa * b - fb * a
         if curvature * (b - a) <= 0:
