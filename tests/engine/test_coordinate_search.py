@@ -57,19 +57,18 @@ def test_a_step_whose_moves_failed_contracts_to_the_vertex_of_their_parabola() -
     def f(genes: Genes) -> float:
         return float((genes[0] - 437) ** 2)
 
-    search, archive, rng = CompassSearch(space), Archive(), np.random.default_rng(0)
-    archive.seen.add((400,))
-    first = archive.propose(search.poll((400,), 2, archive, rng))
-    assert sorted(first) == [(300,), (500,)]  # both worse than the centre
-    values = {g: f(g) for g in [(400,), *first]}
+    def second_poll(with_values: bool) -> list[Genes]:
+        search, archive, rng = CompassSearch(space), Archive(), np.random.default_rng(0)
+        archive.seen.add((400,))
+        first = archive.propose(search.poll((400,), 2, archive, rng))
+        assert sorted(first) == [(300,), (500,)]  # both worse than the centre
+        values = {g: f(g) for g in [(400,), *first]} if with_values else None
+        return sorted(search.poll((400,), 2, archive, rng, values))
+
     # The parabola through 300, 400 and 500 is the objective: its vertex, 437, is polled next,
-    # where halving the step would poll 350 and 450.
-    assert sorted(search.poll((400,), 2, archive, rng, values)) == [(363,), (437,)]
-    plain = CompassSearch(space)
-    archive = Archive()
-    archive.seen.add((400,))
-    archive.propose(plain.poll((400,), 2, archive, np.random.default_rng(0)))
-    assert sorted(plain.poll((400,), 2, archive, np.random.default_rng(0))) == [(350,), (450,)]
+    # where halving the step (without values) polls 350 and 450.
+    assert second_poll(with_values=True) == [(363,), (437,)]
+    assert second_poll(with_values=False) == [(350,), (450,)]
 
 
 def test_a_new_best_doubles_its_step_and_proposes_the_pattern_move_first() -> None:
