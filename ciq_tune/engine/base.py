@@ -497,10 +497,7 @@ class Engine:
         out: list[Candidate] = []
         if n <= 0:
             return out
-        proposed = [(r.genes, r.key) for r in self._records]
-        proposed += [(c.genes, c.key) for c in [*self._pending.values(), *self._queue, *made]]
-        # Absent parameters (knocked out, inactive) sit at -1, away from every present value.
-        taken = np.nan_to_num(features([g for g, _ in proposed], [k for _, k in proposed]), nan=-1)
+        taken = self._proposed_features(features, made)
         for _ in range(n):
             draws = self.proposals.new_genes(
                 [self.space.sample_genes(self.rng) for _ in range(MAXIMIN_DRAWS)]
@@ -519,6 +516,16 @@ class Engine:
             out.append(candidate)
             taken = np.vstack([taken, X[best]])
         return out
+
+    def _proposed_features(
+        self, features: UnitFeatures, made: Sequence[Candidate] = ()
+    ) -> np.ndarray:
+        """The unit coordinates of every configuration proposed so far, the evaluated ones
+        first (in `_records`' order), then the pending and queued ones and `made`."""
+        proposed = [(r.genes, r.key) for r in self._records]
+        proposed += [(c.genes, c.key) for c in [*self._pending.values(), *self._queue, *made]]
+        # Absent parameters (knocked out, inactive) sit at -1, away from every present value.
+        return np.nan_to_num(features([g for g, _ in proposed], [k for _, k in proposed]), nan=-1)
 
     def _children(self, n_matings: int) -> Population:
         """Mutated uniform-crossover children of tournament-selected survivors (2 per mating;

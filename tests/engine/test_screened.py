@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from ciq_tune.engine import Budget
 from ciq_tune.engine import Engine
 from ciq_tune.engine import Objective
 from ciq_tune.engine import create_engine
+from ciq_tune.engine.features import UnitFeatures
 from ciq_tune.engine.multistart import critical_distance
 from ciq_tune.engine.multistart import lowest_within
 from ciq_tune.engine.screened import SCREENED_DEFAULTS
@@ -150,6 +152,55 @@ def test_the_first_design_refills_infeasible_rows_far_from_the_others() -> None:
     assert min(gaps) >= 5
 
 
+CONTINUOUS = {
+    "u": ss.uniform(-5.0, 5.0),
+    "v": ss.uniform(-5.0, 5.0),
+    "w": ss.uniform(0.01, 100.0, log=True),
+}
+
+
+def _tilted_bowl(c: Any) -> float:
+    return (c["u"] - 1.2) ** 2 + 4 * (c["v"] + 2.5) ** 2 + (math.log10(c["w"]) - 0.7) ** 2
+
+
+def _gaps_of_the_first_bred_picks(near_duplicate_gap: float, seed: int) -> list[float]:
+    """Each screened pick after the first design: its distance to the closest of the design
+    and the picks before it, in units of the design's median nearest-neighbour distance."""
+    engine = create_engine(
+        "screened",
+        CONTINUOUS,
+        [Objective(name="score", mode="min")],
+        # No polish: every pick of the generation is screened.
+        config={"polish_share": 0.0, "near_duplicate_gap": near_duplicate_gap},
+        budget=Budget(max_evaluations=40),
+        seed=seed,
+    )
+    design = first_generation(engine)
+    for candidate in design:
+        engine.tell(candidate.id, {"score": _tilted_bowl(candidate.config)})
+    picks = first_generation(engine)
+    assert len(design) == 16 and [c.origin for c in picks] == ["offspring"] * 4
+    features = UnitFeatures(engine.space)
+    D = features([c.genes for c in design])
+    P = features([c.genes for c in picks])
+    distances = np.linalg.norm(D[:, None, :] - D[None, :, :], axis=2)
+    np.fill_diagonal(distances, np.inf)
+    spacing = float(np.median(distances.min(axis=1)))
+    return [
+        float(np.linalg.norm(np.vstack([D, P[:i]]) - p, axis=1).min()) / spacing
+        for i, p in enumerate(P)
+    ]
+
+
+def test_the_first_bred_picks_keep_away_from_the_design_and_each_other() -> None:
+    without_gap = [_gaps_of_the_first_bred_picks(0.0, seed) for seed in range(4)]
+    # The ratio is highest right beside the good design points: without the gap, every seed
+    # picks a configuration within a tenth of the design's spacing of another (0.001-0.09).
+    assert all(min(gaps) < 0.1 for gaps in without_gap)
+    for seed in range(4):
+        assert min(_gaps_of_the_first_bred_picks(0.25, seed)) >= 0.25
+
+
 def _two_basins(c: Any) -> float:
     # A wide basin around 300 (best 1.0) and a narrower, deeper one around 50 whose values
     # below 1.0 span 11 of the 400 values.
@@ -224,7 +275,8 @@ def test_once_the_polish_only_creeps_the_rest_of_each_generation_restarts() -> N
             "screened",
             plane,
             [Objective(name="score", mode="min")],
-            config={"explore_after": 1000, **config},
+            # Without the first picks' gap, whose spread picks resolve this bowl sooner.
+            config={"explore_after": 1000, "near_duplicate_gap": 0.0, **config},
             budget=Budget(max_evaluations=80),
             seed=0,
         )
