@@ -35,7 +35,10 @@ pool's fine pattern moves there took a third of the first bred picks on `continu
 improving the best in 1 % of cases (the polish's moves: 40 %; session 23). Relative to the
 design's spacing, the gap is wide in five dimensions and narrow in a small feasible corner,
 where session 23's fixed gap (0.03 of the unit cube, every generation) left the picks worse
-(`constrained` median at 25 40 -> 64).
+(`constrained` median at 25 40 -> 64). With it the worst seeds at 25 evaluations are no longer
+behind random search's (seeds 100-199 / 200-299: `continuous_mixed` 27.6 / 25.2 -> 19.4 / 20.3,
+random search 26.1 / 24.5; `continuous_valley` on 200-299 6.81 -> 4.27, 5.31; share 0.25 chosen
+over 0.5 and fixed gaps on those seeds, checked on 700-799; docs/benchmarks.md, session 25).
 
 After `explore_after` generations without a new best, a binomial `explore_share` of each
 generation is evaluated unscreened: the model only passes candidates near the basin it
