@@ -369,10 +369,11 @@ class ScreenedGA(GA):
         if not pool or n == 0:
             return []
         scores = self._density_ratio(pool)
-        gap = self._near_duplicate_gap()
-        if gap > 0:
+        gap = 0.0
+        if self._keeps_gap():
             features = self._unit_features()
             taken = self._proposed_features(features)
+            gap = self._near_duplicate_gap(taken[: len(self._records)])  # evaluated ones first
             X = np.nan_to_num(features(pool), nan=-1)
         out: list[Candidate] = []
         for index in np.argsort(-scores, kind="stable"):
@@ -389,19 +390,24 @@ class ScreenedGA(GA):
                 break
         return out
 
-    def _near_duplicate_gap(self) -> float:
-        """The least distance of a screened pick from the configurations proposed: a
-        `near_duplicate_gap` share of the median distance from each evaluated one (unit
-        coordinates) to its nearest other, while they number fewer than twice
-        `wide_initial_points` in a space with a wide parameter; else 0 (no gap)."""
+    def _keeps_gap(self) -> bool:
+        """Whether screened picks keep a gap (`near_duplicate_gap`): in a space with a wide
+        parameter, while the evaluations (at least 2) number fewer than twice
+        `wide_initial_points`."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         n = len(self._records)
-        if config.near_duplicate_gap == 0 or not 2 <= n < 2 * config.wide_initial_points:
-            return 0.0
-        if not self._wide():
-            return 0.0
-        X = self._proposed_features(self._unit_features())[:n]  # the evaluated ones come first
-        distances = np.linalg.norm(X[:, None, :] - X[None, :, :], axis=2)
+        return (
+            config.near_duplicate_gap > 0
+            and 2 <= n < 2 * config.wide_initial_points
+            and self._wide()
+        )
+
+    def _near_duplicate_gap(self, evaluated: np.ndarray) -> float:
+        """The least distance of a screened pick from the configurations proposed: a
+        `near_duplicate_gap` share of the median distance from each `evaluated` one (unit
+        coordinates) to its nearest other."""
+        config: ScreenedGAConfig = self.config  # type: ignore[assignment]
+        distances = np.linalg.norm(evaluated[:, None, :] - evaluated[None, :, :], axis=2)
         np.fill_diagonal(distances, np.inf)
         return config.near_duplicate_gap * float(np.median(distances.min(axis=1)))
 
