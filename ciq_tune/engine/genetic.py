@@ -35,20 +35,34 @@ without, random search 1.47). The survival (fitness, or NSGA-II/III's) is untouc
 
 Immigrants (Grefenstette's random immigrants, 1992; a partial restart from stagnation):
 after `immigrate_after` generations without progress (no evaluation better than every earlier
-one by more than `progress_tolerance` of its value: a search creeping along the floor of a
-wide, shallow basin is not progressing), a binomial `immigrant_share` of each generation is
-random configurations, each the farthest from everything proposed among `MAXIMIN_DRAWS`
-uniform draws (maximin in unit coordinates); with `compound_immigrants` each further
-generation without progress breeds only `1 - immigrant_share` of what the one before bred.
+one by more than `progress_tolerance` of the values' spread, median - best: a search creeping
+along the floor of a wide, shallow basin is not progressing), a binomial `immigrant_share`
+of each generation is random configurations, each the farthest from everything proposed
+among `MAXIMIN_DRAWS` uniform draws (maximin in unit coordinates); with `compound_immigrants`
+each further generation without progress breeds only `1 - immigrant_share` of what the one
+before bred.
 A search settled in a wide basin so keeps sampling the space where a narrow, deeper one may
 hide, at nearly random search's rate once it has settled for long.
 
+The spread, not the value: measured against the value, a gain depended on the objective's
+offset (`conditional`'s values start at 20, where 1 % is 0.2; `continuous_basins`' widest
+floor is 1, where it is 0.01, so creeping along it counted as progress and `ga`'s median at
+100 evaluations sat on that floor, behind random search's). With 0.05 of the spread a wide
+bowl still improving by a few per cent of its value counted as stagnating, and its neighbour
+poll then crept (below); with both changes (battery, 15 problems, seeds 100-199 and 200-299,
+25-200): seeds at the optimum within 200, of 1500 per set, ga 913 -> 1225 and 905 -> 1221,
+nsga2 742 -> 946 and 740 -> 969; `ga` behind random search in no median and in one worst
+seed, at 25 evaluations (docs/benchmarks.md, session 26).
+
 Neighbour poll (the poll step of pattern search, Hooke & Jeeves 1961, on stagnation): with
-`poll_neighbours`, a stagnating generation first proposes the configurations one parameter
-away from the best evaluation (`Parameter.neighbors`: every other category or knockout
-state, one step of an ordered value) that were never proposed. Random children find a
-neighbour of the best only by chance: on the battery's categorical space, seed 12, `ga` sat
-one category from the optimum from evaluation 124 to 800.
+`poll_neighbours`, a stagnating generation first proposes the configurations one short
+parameter (at most `WIDE_VALUES` values) away from the best evaluation (`Parameter.neighbors`:
+every other category or knockout state, one step of an ordered value) that were never
+proposed. Random children find a neighbour of the best only by chance: on the battery's
+categorical space, seed 12, `ga` sat one category from the optimum from evaluation 124 to 800.
+One value of a wide parameter is a crawl: on `int_wide` (seed 286) the poll moved the best one
+value of 1000 a generation, each a new best, for 40 generations; the compass poll below moves
+those by steps that grow while they gain.
 
 Polish (the compass search of `screened`, `engine/coordinate_search.py`): in a space with a
 wide parameter, the first `polish_generations` bred generations start with `polish_share` of
@@ -114,6 +128,12 @@ BANDWIDTH = 0.2
 WIDE_VALUES = 32
 
 
+def value_spread(values: np.ndarray) -> np.ndarray:
+    """The median of `values` minus the best (lowest), per column (objective): the scale a
+    gain is measured against, independent of the objective's offset."""
+    return np.median(values, axis=0) - values.min(axis=0)
+
+
 class GeneticEngine(Engine):
     """`Engine` whose offspring are pre-selected and joined by immigrants after stagnation
     (see the module docstring); the strategies set their selection ranks and survival."""
@@ -170,21 +190,27 @@ class GeneticEngine(Engine):
 
     def _generations_without_progress(self) -> int:
         """Closed generations since the last evaluation that improved on every earlier one by
-        more than `progress_tolerance` (relative, in some objective): a search refining a wide,
-        shallow basin by ever smaller steps counts as stagnating. Derived from the records (the
-        saved state), incrementally: records are only ever appended."""
+        more than `progress_tolerance` of the spread of the successful values before it
+        (`value_spread`, per objective), in some objective: a search refining a wide, shallow
+        basin by ever smaller steps counts as stagnating, whatever the objective's offset.
+        Derived from the records (the saved state), incrementally: records are only ever
+        appended."""
         tolerance = self.config.progress_tolerance  # type: ignore[attr-defined]
         if not hasattr(self, "_progress_seen"):
             self._progress_seen = 0
             self._progress_front: list[np.ndarray] = []
+            self._progress_values: list[np.ndarray] = []
             self._progress_last = 0
         front = self._progress_front
         for record in self._records[self._progress_seen :]:
             if not record.ok:
                 continue
             new = record.minimised(self.objectives)
-            if not any(np.all(old <= new + tolerance * np.abs(old)) for old in front):
-                self._progress_last = max(self._progress_last, record.generation)
+            if self._progress_values:
+                margin = tolerance * value_spread(np.array(self._progress_values))
+                if not any(np.all(old <= new + margin) for old in front):
+                    self._progress_last = max(self._progress_last, record.generation)
+            self._progress_values.append(new)
             if not any(np.all(old <= new) for old in front):
                 F = np.array([*front, new])
                 front = list(F[non_dominated(F)])
@@ -193,15 +219,19 @@ class GeneticEngine(Engine):
         return max(self.generation - 1 - self._progress_last, 0)
 
     def _best_neighbours(self, n: int) -> list[Candidate]:
-        """Up to `n` unproposed configurations one parameter away from the best evaluation
-        (the first non-dominated one with several objectives; `Parameter.neighbors`: every
-        other category or knockout state, one step of an ordered value), in random order."""
+        """Up to `n` unproposed configurations one short parameter (at most `WIDE_VALUES`
+        values) away from the best evaluation (the first non-dominated one with several
+        objectives; `Parameter.neighbors`: every other category or knockout state, one step of
+        an ordered value), in random order. One value of a wide parameter is a crawl: the
+        compass poll (`_polished`) moves those, by steps that grow while they gain."""
         best_record = self._best()
         if n <= 0 or best_record is None:
             return []
         best = best_record.genes
         rows: list[tuple] = []
         for j, leaf in enumerate(self.space.leaves):
+            if leaf.param.cardinality() > WIDE_VALUES:
+                continue
             rows += [(*best[:j], gene, *best[j + 1 :]) for gene in leaf.param.neighbors(best[j])]
         fresh = self.proposals.new_genes(rows)
         out: list[Candidate] = []

@@ -113,6 +113,7 @@ from ciq_tune.engine.ga import GA
 from ciq_tune.engine.gaussian_process import NOISE
 from ciq_tune.engine.gaussian_process import GaussianProcess
 from ciq_tune.engine.gaussian_process import expected_improvement
+from ciq_tune.engine.genetic import value_spread
 from ciq_tune.engine.multistart import Samples
 from ciq_tune.engine.multistart import critical_distance
 from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
@@ -537,7 +538,7 @@ class ScreenedGA(GA):
         if not ok:
             return False
         values = np.array([v for _, v in ok])
-        tolerance = config.settle_progress * float(np.median(values) - values.min())
+        tolerance = config.settle_progress * float(value_spread(values))
         best, last = math.inf, 0
         for i, v in ok:
             if v < best - tolerance:
