@@ -68,26 +68,34 @@ def test_the_chance_to_succeed_is_low_where_evaluations_failed() -> None:
     assert np.all(run(fails=False)._log_success_chance([amid_failures, amid_successes]) == 0)
 
 
+def _stagnation_run(objective: Callable[[dict], float], seed: int = 6, **config: object) -> Engine:
+    """A `ga` run whose first stagnating generation is all immigrants (`immigrate_after` 1),
+    without the neighbour and compass polls unless `config` says otherwise."""
+    engine = create_engine(
+        "ga",
+        BOWL,
+        ["f"],
+        config={
+            "pool_size": 8,
+            "immigrate_after": 1,
+            "immigrant_share": 1.0,
+            "poll_neighbours": False,
+            "polish_share": 0.0,
+            **config,
+        },
+        budget=Budget(max_evaluations=64),
+        seed=seed,
+    )
+    drive(engine, objective)
+    return engine
+
+
 def test_immigrants_join_stagnating_generations_far_from_everything() -> None:
     # Here, in the small-gains and compounding-immigrants tests and on the two-basin plane,
     # `polish_share` 0: stagnating generations also poll around the best (tested at the end).
     def run(config: dict) -> list:
-        engine = create_engine(
-            "ga",
-            BOWL,
-            ["f"],
-            config={
-                "pool_size": 8,
-                "local_share": 1.0,
-                "poll_neighbours": False,
-                "polish_share": 0.0,
-                **config,
-            },
-            budget=Budget(max_evaluations=64),
-            seed=4,
-        )
-        drive(engine, lambda c: 1.0)  # flat: no new best after the first evaluation
-        return engine.records
+        # flat: no new best after the first evaluation
+        return _stagnation_run(lambda c: 1.0, seed=4, local_share=1.0, **config).records
 
     immigrating = run({"immigrate_after": 1, "immigrant_share": 1.0})
     # Generation 0 is the first design, generation 1 is bred (not stagnating yet); from the
@@ -175,37 +183,13 @@ def test_pattern_moves_join_after_local_after_bred_generations(local_after: int)
     assert origins <= {"offspring"}
 
 
-def _stagnation_run(
-    tolerance: float, objective: Callable[[dict], float], **config: object
-) -> Engine:
-    """A `ga` run whose first stagnating generation is all immigrants (`immigrate_after` 1)."""
-    engine = create_engine(
-        "ga",
-        BOWL,
-        ["f"],
-        config={
-            "pool_size": 8,
-            "immigrate_after": 1,
-            "immigrant_share": 1.0,
-            "progress_tolerance": tolerance,
-            "poll_neighbours": False,
-            "polish_share": 0.0,
-            **config,
-        },
-        budget=Budget(max_evaluations=64),
-        seed=6,
-    )
-    drive(engine, objective)
-    return engine
-
-
 def test_small_gains_against_the_values_spread_count_as_stagnation() -> None:
     """A search that keeps finding new bests, each under `progress_tolerance` of the values'
     spread (median - best), gets immigrants as if it had stalled; with tolerance 0 every new
     best resets the count."""
 
     def origins(tolerance: float) -> list[set]:
-        engine = _stagnation_run(tolerance, _bowl)
+        engine = _stagnation_run(_bowl, progress_tolerance=tolerance)
         return [{r.origin for r in engine.records if r.generation == g} for g in range(2, 8)]
 
     assert all(o == {"random"} for o in origins(0.2))
@@ -219,7 +203,9 @@ def test_stagnation_does_not_depend_on_the_objectives_offset() -> None:
     from the second was immigrants."""
 
     def keys(offset: float) -> list[str]:
-        engine = _stagnation_run(0.05, lambda c: offset + _bowl(c), preselection=1)
+        engine = _stagnation_run(
+            lambda c: offset + _bowl(c), progress_tolerance=0.05, preselection=1
+        )
         return [r.key for r in engine.records]
 
     assert keys(1000.0) == keys(0.0)
