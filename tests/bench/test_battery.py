@@ -5,6 +5,7 @@ a few seeds and short budgets, no Ray. The full comparison (20 seeds, budgets 25
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from bench.battery import BUDGETS
 from bench.battery import battery
 from bench.battery import found_within
+from bench.battery import main
 from bench.battery import markdown
 from bench.battery import regret_trace
 from bench.battery import summarise
@@ -132,3 +134,39 @@ def test_a_median_behind_random_is_marked_significant_only_when_the_seeds_say_so
     assert noise["toy_wide"]["ga"]["behind_random_p"][25] > 0.05
     assert "| toy_wide | ga | **10.5** / **20** | 0/20 |" in markdown(noise, 25)
     assert "behind_random_p" not in noise["toy_wide"]["random"]
+
+
+def test_a_worst_seed_is_tested_against_the_tail_of_random_searchs_pool() -> None:
+    # Random search's 20 seeds beside ours happen to end at 4.01 at worst; its 200-seed pool
+    # ends above 4.2 in 2 % of seeds, so its worst of 20 is at least 4.2 with a chance of
+    # 1 - 0.98**20 = 0.33: bold, as the must-show counts it, but within random search's tail.
+    pool = [4.01] * 20 + [1.0] * 176 + [4.5] * 4
+    lucky = summarise(_runs("ga", [1.0] * 19 + [4.2]) + _runs("random", pool), 25)
+    assert lucky["toy_wide"]["random"]["worst"][25] == 4.01  # the others' seeds only
+    assert lucky["toy_wide"]["random"]["pool"] == 200
+    assert lucky["toy_wide"]["ga"]["worst_behind_random_p"][25] == pytest.approx(1 - 0.98**20)
+    assert "| toy_wide | ga | 1 / **4.2** | 0/20 |" in markdown(lucky, 25)
+    assert "| toy_wide | random (pool 200 seeds) | " in markdown(lucky, 25)
+    # A worst seed no random search seed of the pool comes near: beyond its tail.
+    beyond = summarise(_runs("ga", [1.0] * 19 + [9.0]) + _runs("random", pool), 25)
+    assert beyond["toy_wide"]["ga"]["worst_behind_random_p"][25] == 0.0
+    assert "| toy_wide | ga | 1 / **9**‡ | 0/20 |" in markdown(beyond, 25)
+
+
+def test_a_pool_too_small_for_the_tail_gives_no_worst_seed_test() -> None:
+    # With 20 random seeds for 20 of ours, any worst seed above random search's would look
+    # beyond its tail: the pool must be POOL_FACTOR times larger.
+    summary = summarise(_runs("ga", [1.0] * 19 + [9.0]) + _runs("random", [3.0] * 20), 25)
+    assert "worst_behind_random_p" not in summary["toy_wide"]["ga"]
+    assert "pool" not in summary["toy_wide"]["random"]
+
+
+def test_the_command_runs_random_search_on_its_own_seeds(tmp_path) -> None:
+    out = tmp_path / "b.json"
+    argv = ["--seeds", "1", "--random-seeds", "10", "--budget", "25", "--problems", "toy_wide"]
+    assert main([*argv, "--strategies", "ga,random", "--workers", "1", "--out", str(out)]) == 0
+    row = json.loads(out.read_text())["summary"]["toy_wide"]
+    assert row["random"]["seeds"] == 1 and row["random"]["pool"] == 10
+    assert set(row["ga"]["worst_behind_random_p"]) == {"25"}
+    with pytest.raises(SystemExit):
+        main([*argv, "--strategies", "ga", "--out", str(out)])  # no random search to pool
