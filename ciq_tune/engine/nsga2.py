@@ -19,10 +19,17 @@ from ciq_tune.engine.config import GeneticConfig
 from ciq_tune.engine.genetic import GeneticEngine
 from ciq_tune.results import EvaluationRecord
 
+# Immigrants after one bred generation without progress (ga: two of 16): with two of 24, a
+# stalled search looked elsewhere only from its 89th evaluation, and on the battery's three
+# continuous basins its median at 100 sat on the widest floor (0.993 and 1.0, random search
+# 0.955 and 0.999; with one: 0.731 and 0.664). Seeds at the optimum within 200, of 1500:
+# 946 -> 985 (seeds 100-199) and 969 -> 1009 (200-299), at the cost of slower medians at 50-100
+# on the wide bowls (`half_step` found 80 -> 63, 86 -> 69; docs/benchmarks.md, session 27).
 NSGA2_DEFAULTS: dict[str, Any] = {
     **GENETIC_DEFAULTS,
     "pool_size": 24,
     "crossover_prob": 0.9,
+    "immigrate_after": 1,
 }
 
 
@@ -30,6 +37,7 @@ class NSGA2Config(GeneticConfig):
     """Settings of `NSGA2` (see `EngineConfig`); defaults in `NSGA2_DEFAULTS`."""
 
     pool_size: int = Field(default=NSGA2_DEFAULTS["pool_size"], ge=2)
+    immigrate_after: int | None = Field(default=NSGA2_DEFAULTS["immigrate_after"], ge=1)
 
 
 class NSGA2(GeneticEngine):

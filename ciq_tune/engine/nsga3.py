@@ -26,7 +26,8 @@ from ciq_tune.results import EvaluationRecord
 # pymoo's hyperplane normalisation, saved with the state.
 _NORMALISATION = ("ideal_point", "worst_point", "nadir_point", "extreme_points")
 
-NSGA3_DEFAULTS: dict[str, Any] = {**GENETIC_DEFAULTS, "pool_size": 24}
+# Generations of 24, immigrants after one without progress: as NSGA-II's (`NSGA2_DEFAULTS`).
+NSGA3_DEFAULTS: dict[str, Any] = {**GENETIC_DEFAULTS, "pool_size": 24, "immigrate_after": 1}
 
 
 class NSGA3Config(GeneticConfig):
@@ -38,6 +39,7 @@ class NSGA3Config(GeneticConfig):
     """
 
     pool_size: int = Field(default=NSGA3_DEFAULTS["pool_size"], ge=2)
+    immigrate_after: int | None = Field(default=NSGA3_DEFAULTS["immigrate_after"], ge=1)
     ref_dirs: list[list[float]] | None = Field(default=None, min_length=1)
 
 

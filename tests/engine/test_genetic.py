@@ -461,3 +461,19 @@ def test_a_stagnating_generation_polishes_once_the_neighbours_of_the_best_are_pr
     assert neighbours & configs[2]
     assert not any(moved(*c) for c in configs[2])
     assert any(moved(*c) > 1 for c in configs[3])
+
+
+@pytest.mark.parametrize(("strategy", "first"), [("ga", 3), ("nsga2", 2), ("nsga3", 2)])
+def test_immigrants_come_after_one_bred_generation_of_24_or_two_of_16_without_progress(
+    strategy: str, first: int
+) -> None:
+    # Nothing ever improves on a flat objective: `ga` breeds 16 a generation and immigrates
+    # after two without progress, NSGA-II/III breed 24 and immigrate after one (with two, a
+    # stalled search looked elsewhere only from its 89th evaluation: battery
+    # `continuous_basins`, median at 100 on the widest floor, behind random search's).
+    engine = create_engine(
+        strategy, BOWL, _objectives(strategy), budget=Budget(max_evaluations=120), seed=0
+    )
+    drive(engine, lambda c: _values(strategy, 1.0))
+    immigrants = [r.generation for r in engine.records if r.generation > 0 and r.origin == "random"]
+    assert min(immigrants) == first
