@@ -546,10 +546,10 @@ def _behind_p(ours: np.ndarray, random: np.ndarray) -> float:
 
 
 def _worst_behind_p(worst: float, pool: np.ndarray, n: int) -> float:
-    """The chance that the worst of `n` random search seeds is at least `worst`, the regrets
-    of a seed drawn from `pool`: 1 - F(worst)^n, F the pool's share strictly below it. The
-    p-value of "this worst seed is worse than random search's would be" (the worst of n as
-    the statistic, under the hypothesis that the seeds are random search's)."""
+    """The chance that the worst of `n` random search seeds is at least `worst`: 1 - F^n, F the
+    share of `pool` (random search's regrets, one per seed) strictly below it. The p-value of
+    "this worst seed is worse than random search's would be" (the worst of n as the
+    statistic, under the hypothesis that the seeds are random search's)."""
     below = float(np.mean(pool < worst - 1e-12))
     return 1.0 - below**n
 
