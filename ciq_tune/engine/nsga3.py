@@ -26,8 +26,14 @@ from ciq_tune.results import EvaluationRecord
 # pymoo's hyperplane normalisation, saved with the state.
 _NORMALISATION = ("ideal_point", "worst_point", "nadir_point", "extreme_points")
 
-# Generations of 24, immigrants after one without progress: as NSGA-II's (`NSGA2_DEFAULTS`).
-NSGA3_DEFAULTS: dict[str, Any] = {**GENETIC_DEFAULTS, "pool_size": 24, "immigrate_after": 1}
+# Generations of 24, immigrants after one without progress, half of the first stagnating
+# generation: as NSGA-II's (`NSGA2_DEFAULTS`).
+NSGA3_DEFAULTS: dict[str, Any] = {
+    **GENETIC_DEFAULTS,
+    "pool_size": 24,
+    "immigrate_after": 1,
+    "immigrant_share": 0.5,
+}
 
 
 class NSGA3Config(GeneticConfig):
@@ -40,6 +46,7 @@ class NSGA3Config(GeneticConfig):
 
     pool_size: int = Field(default=NSGA3_DEFAULTS["pool_size"], ge=2)
     immigrate_after: int | None = Field(default=NSGA3_DEFAULTS["immigrate_after"], ge=1)
+    immigrant_share: float = Field(default=NSGA3_DEFAULTS["immigrant_share"], ge=0, le=1)
     ref_dirs: list[list[float]] | None = Field(default=None, min_length=1)
 
 
