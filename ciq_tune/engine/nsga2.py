@@ -25,12 +25,12 @@ from ciq_tune.results import EvaluationRecord
 # 0.955 and 0.999; with one: 0.731 and 0.664). Seeds at the optimum within 200, of 1500:
 # 946 -> 985 (seeds 100-199) and 969 -> 1009 (200-299), at the cost of slower medians at 50-100
 # on the wide bowls (`half_step` found 80 -> 63, 86 -> 69; docs/benchmarks.md, session 27).
-# The first stagnating generation is half immigrants, not three quarters (then 0.75, 0.875, ...
-# compounding): in evaluations, between `ga`'s 12 of 16 after 32 without progress and 18 of 24
-# after 24. Seeds at the optimum within 200, of 1500: 985 -> 1002 (seeds 100-199, chosen on),
-# 1009 -> 1028 and 1003 -> 1010 (200-299, 300-399); medians at 100 better on 6 / 5 problems,
-# worse on 1 / 2 (`half_step` found 63 -> 73, 69 -> 83; `conditional` 89 -> 81, 88 -> 78;
-# docs/benchmarks.md, session 29).
+# Immigrants are half of what the first stagnating generation's polls leave, not three quarters
+# (then 0.75, 0.875, ... compounding): in evaluations, between `ga`'s three quarters of 16 after
+# 32 without progress and three quarters of 24 after 24. Seeds at the optimum within 200, of
+# 1500: 985 -> 1002 (seeds 100-199, chosen on), 1009 -> 1028 and 1003 -> 1010 (200-299,
+# 300-399); medians at 100 better on 6 / 5 problems of 15, worse on 1 / 2 (`half_step` found
+# 69 -> 83, 71 -> 83; `conditional` 88 -> 78, 86 -> 81; docs/benchmarks.md, session 29).
 NSGA2_DEFAULTS: dict[str, Any] = {
     **GENETIC_DEFAULTS,
     "pool_size": 24,
