@@ -16,37 +16,25 @@ from pydantic import Field
 from pymoo.algorithms.moo.nsga3 import ReferenceDirectionSurvival
 from pymoo.util.ref_dirs import get_reference_directions
 
-from ciq_tune.engine.config import GENETIC_DEFAULTS
 from ciq_tune.engine.config import EngineConfig
-from ciq_tune.engine.config import GeneticConfig
 from ciq_tune.engine.nsga2 import NSGA2
+from ciq_tune.engine.nsga2 import NSGA2Config
 from ciq_tune.errors import EngineError
 from ciq_tune.results import EvaluationRecord
 
 # pymoo's hyperplane normalisation, saved with the state.
 _NORMALISATION = ("ideal_point", "worst_point", "nadir_point", "extreme_points")
 
-# Generations of 24, immigrants after one without progress, half of the first stagnating
-# generation: as NSGA-II's (`NSGA2_DEFAULTS`).
-NSGA3_DEFAULTS: dict[str, Any] = {
-    **GENETIC_DEFAULTS,
-    "pool_size": 24,
-    "immigrate_after": 1,
-    "immigrant_share": 0.5,
-}
 
-
-class NSGA3Config(GeneticConfig):
-    """Settings of `NSGA3` (see `EngineConfig`).
+class NSGA3Config(NSGA2Config):
+    """Settings of `NSGA3`: NSGA-II's (`NSGA2_DEFAULTS`: generations of 24, immigrants after
+    one without progress) and the reference directions.
 
     Args:
         ref_dirs: reference directions, one row per direction and one column per objective,
             each row summing to 1; None for Das-Dennis directions sized to `pool_size`.
     """
 
-    pool_size: int = Field(default=NSGA3_DEFAULTS["pool_size"], ge=2)
-    immigrate_after: int | None = Field(default=NSGA3_DEFAULTS["immigrate_after"], ge=1)
-    immigrant_share: float = Field(default=NSGA3_DEFAULTS["immigrant_share"], ge=0, le=1)
     ref_dirs: list[list[float]] | None = Field(default=None, min_length=1)
 
 
