@@ -27,8 +27,8 @@ _NORMALISATION = ("ideal_point", "worst_point", "nadir_point", "extreme_points")
 
 
 class NSGA3Config(NSGA2Config):
-    """Settings of `NSGA3`: NSGA-II's (`NSGA2_DEFAULTS`: generations of 24, immigrants after
-    one without progress) and the reference directions.
+    """Settings of `NSGA3`: NSGA-II's (`NSGA2_DEFAULTS`: generations of 24, immigrants, half
+    of what the polls leave, after one without progress) and the reference directions.
 
     Args:
         ref_dirs: reference directions, one row per direction and one column per objective,
