@@ -333,15 +333,19 @@ class GeneticEngine(Engine):
         return np.sum((F - F.min(axis=0)) / np.where(spread > 0, spread, 1.0), axis=1)
 
     def _preselected(self, n: int, factor: int) -> list[Candidate]:
-        """Up to `n` new children of `factor` x `n` bred ones, picked one at a time by expected
-        improvement under a Gaussian process of the successful evaluations, weighted by each
-        child's chance to succeed (`_log_success_chance`); each pick joins the process at its
-        predicted value before the next (the kriging believer, Ginsbourger et al. 2010)."""
-        ok = [r for r in self._records if r.ok]
-        if n <= 0 or len(ok) < 2:
+        """Up to `n` new children of `factor` x `n` bred ones, picked by `_process_picks`."""
+        if n <= 0 or sum(r.ok for r in self._records) < 2:
             return []
         pool = self.proposals.new_genes([tuple(x) for x in self._bred(n * factor).get("X")])
-        if not pool:
+        return self._process_picks(pool, n)
+
+    def _process_picks(self, pool: list[Genes], n: int) -> list[Candidate]:
+        """Up to `n` configurations of `pool` (distinct, never proposed), picked one at a time
+        by expected improvement under a Gaussian process of the successful evaluations, weighted
+        by each one's chance to succeed (`_log_success_chance`); each pick joins the process at
+        its predicted value before the next (the kriging believer, Ginsbourger et al. 2010)."""
+        ok = [r for r in self._records if r.ok]
+        if n <= 0 or len(ok) < 2 or not pool:
             return []
         F = np.array([r.minimised(self.objectives) for r in ok])
         # Log values where an objective is positive throughout (times: a few per cent apart

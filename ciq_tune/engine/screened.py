@@ -28,17 +28,19 @@ spaces, seeds 100-199 as five blocks of 20: the worst seed at 25 evaluations tra
 search's in 9 of the 50 blocks with four points, 5 with eight, 2 with 16; with 32 the medians
 at 25 trail).
 
-Until the evaluations number twice that design, a screened pick keeps away from every
-proposed configuration by a `near_duplicate_gap` share of the evaluated ones' median
-nearest-neighbour distance: the ratio is highest right beside the good design points, and the
-pool's fine pattern moves there took a third of the first bred picks on `continuous_valley`,
-improving the best in 1 % of cases (the polish's moves: 40 %; session 23). Relative to the
-design's spacing, the gap is wide in five dimensions and narrow in a small feasible corner,
-where session 23's fixed gap (0.03 of the unit cube, every generation) left the picks worse
-(`constrained` median at 25 40 -> 64). With it the worst seeds at 25 evaluations are no longer
-behind random search's (seeds 100-199 / 200-299: `continuous_mixed` 27.6 / 25.2 -> 19.4 / 20.3,
-random search 26.1 / 24.5; `continuous_valley` on 200-299 6.81 -> 4.27, 5.31; share 0.25 chosen
-over 0.5 and fixed gaps on those seeds, checked on 700-799; docs/benchmarks.md, session 25).
+Until `process_picks_until` (100) evaluations, the screened part of a generation in such a
+space is not picked by the density ratio but by expected improvement under a Gaussian process
+of the evaluations, times the chance to succeed (the GA family's pre-selection,
+`engine/genetic.py`, over this strategy's drawn candidates), each pick joining the process at
+its predicted value before the next. With 16 to 100 points the ratio's "good" density is a
+handful of points, and its highest ratio lies right beside them (session 25 kept a gap from
+them for that); the process interpolates between the evaluations and extrapolates their
+slopes. On the battery's twelve wide spaces, seeds 1000-1499 (never used to choose), 20-seed
+blocks whose worst seed or median at 25 evaluations trails random search's: 16 of 600 -> 2;
+medians at 25 `conditional` 2.89 -> 1.04, `constrained` 40 -> 4, `int_wide` 2620 -> 1490;
+the worst seed of `continuous_mixed` 31.9 -> 19.2 (random search 39.6). Until 100 rather
+than 32 evaluations (twice the design): seeds 100-199 at the optimum within 200, 1143 -> 1150
+of 1200 (the ratio: 1141; docs/benchmarks.md, session 32).
 
 After `explore_after` generations without a new best, a binomial `explore_share` of each
 generation is evaluated unscreened: the model only passes candidates near the basin it
@@ -141,7 +143,6 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "explore_sampling": "auto",
     "converged_explore_share": 1.0,
     "wide_initial_points": 16,
-    "near_duplicate_gap": 0.25,
     "listed_initial_points": 6,
     "restart_share": 1.0,
     "restart_sigma": 4.0,
@@ -150,6 +151,7 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "ranking": "auto",
     "length_scales": "per_parameter",
     "local_picks": 1,
+    "process_picks_until": 100,
 }
 # Most feasible configurations a space may list for the Gaussian-process ranking (the kt_rtx
 # GEMM space lists 17 956; ranking all of them takes ~0.15 s per pick at 100 evaluations and
@@ -193,10 +195,6 @@ class ScreenedGAConfig(EngineConfig):
             (warm-start points included): a scrambled Sobol' design whose rows that break
             the constraints are replaced by maximin draws (at most `pool_size`, or a budget
             in `max_generations`: the first generation of every space, `initial_sampling`).
-        near_duplicate_gap: in a space with a wide parameter, until the evaluations number
-            twice `wide_initial_points`, a screened pick is at least this share of the
-            evaluated configurations' median nearest-neighbour distance (unit coordinates)
-            from every configuration proposed, and from the picks before it; 0: no gap.
         listed_initial_points: size of the first generation where the process ranks the
             listed space (`ranking`; warm-start points included): a greedy maximin design, each
             configuration the listed one farthest from those before it (a budget in
@@ -224,6 +222,10 @@ class ScreenedGAConfig(EngineConfig):
             expected improvement among configurations that change at most `LOCAL_CHANGES`
             parameters of the best one (a `steady_state` search's single picks: with
             probability `local_picks` / `pool_size`).
+        process_picks_until: in a space with a wide parameter, until the evaluations number
+            this many, the screened part of a generation is the drawn candidates of highest
+            expected improvement under a Gaussian process (`GeneticEngine._process_picks`),
+            not of highest density ratio; 0: always the ratio.
     """
 
     pool_size: int = Field(default=SCREENED_DEFAULTS["pool_size"], ge=2)
@@ -243,7 +245,6 @@ class ScreenedGAConfig(EngineConfig):
         default=SCREENED_DEFAULTS["converged_explore_share"], ge=0, le=1
     )
     wide_initial_points: int = Field(default=SCREENED_DEFAULTS["wide_initial_points"], ge=0)
-    near_duplicate_gap: float = Field(default=SCREENED_DEFAULTS["near_duplicate_gap"], ge=0)
     listed_initial_points: int = Field(default=SCREENED_DEFAULTS["listed_initial_points"], ge=1)
     restart_share: float = Field(default=SCREENED_DEFAULTS["restart_share"], ge=0, le=1)
     restart_sigma: float = Field(default=SCREENED_DEFAULTS["restart_sigma"], gt=0)
@@ -252,6 +253,7 @@ class ScreenedGAConfig(EngineConfig):
     ranking: Literal["parzen", "gaussian_process", "auto"] = SCREENED_DEFAULTS["ranking"]
     length_scales: Literal["shared", "per_parameter"] = SCREENED_DEFAULTS["length_scales"]
     local_picks: int = Field(default=SCREENED_DEFAULTS["local_picks"], ge=0)
+    process_picks_until: int = Field(default=SCREENED_DEFAULTS["process_picks_until"], ge=0)
 
 
 class ScreenedGA(GA):
@@ -355,62 +357,31 @@ class ScreenedGA(GA):
             # The polish goes on, the rest of the generation restarts (the maximin below).
             out += self._descend(round(config.restart_share * n_screened))
             n_screened = 0
+        pool_size = n_screened * config.screen_factor
         if self._ranks_by_process():
             out += self._expected_improvement_picks(n_screened)
+        elif wide and len(self._records) < config.process_picks_until:
+            out += self._process_picks(self._draw(pool_size), n_screened)
         else:
-            out += self._screened(self._draw(n_screened * config.screen_factor), n_screened)
+            out += self._screened(self._draw(pool_size), n_screened)
         sampling = config.explore_sampling
         if sampling == "maximin" or (sampling == "auto" and wide):
             out += self._maximin_candidates(n - len(out), self._unit_features())
         return out + self._random_candidates(n - len(out))
 
     def _screened(self, pool: list[Genes], n: int) -> list[Candidate]:
-        """The `n` candidates of `pool` with the highest density ratio, none of them a
-        near-duplicate (`_near_duplicate_gap`) of a proposed configuration or of another."""
+        """The `n` candidates of `pool` with the highest density ratio."""
         if not pool or n == 0:
             return []
         scores = self._density_ratio(pool)
-        gap = 0.0
-        if self._keeps_gap():
-            features = self._unit_features()
-            taken = self._proposed_features(features)
-            gap = self._near_duplicate_gap(taken[: len(self._records)])  # evaluated ones first
-            X = np.nan_to_num(features(pool), nan=-1)
         out: list[Candidate] = []
         for index in np.argsort(-scores, kind="stable"):
-            i = int(index)
-            if gap > 0 and np.min(np.linalg.norm(taken - X[i], axis=1)) < gap:
-                continue
-            candidate = self._make_candidate(pool[i], "offspring")
-            if candidate is None:
-                continue
-            out.append(candidate)
-            if gap > 0:
-                taken = np.vstack([taken, X[i]])
+            candidate = self._make_candidate(pool[int(index)], "offspring")
+            if candidate is not None:
+                out.append(candidate)
             if len(out) == n:
                 break
         return out
-
-    def _keeps_gap(self) -> bool:
-        """Whether screened picks keep a gap (`near_duplicate_gap`): in a space with a wide
-        parameter, while the evaluations (at least 2) number fewer than twice
-        `wide_initial_points`."""
-        config: ScreenedGAConfig = self.config  # type: ignore[assignment]
-        n = len(self._records)
-        return (
-            config.near_duplicate_gap > 0
-            and 2 <= n < 2 * config.wide_initial_points
-            and self._wide()
-        )
-
-    def _near_duplicate_gap(self, evaluated: np.ndarray) -> float:
-        """The least distance of a screened pick from the configurations proposed: a
-        `near_duplicate_gap` share of the median distance from each `evaluated` one (unit
-        coordinates) to its nearest other."""
-        config: ScreenedGAConfig = self.config  # type: ignore[assignment]
-        distances = np.linalg.norm(evaluated[:, None, :] - evaluated[None, :, :], axis=2)
-        np.fill_diagonal(distances, np.inf)
-        return config.near_duplicate_gap * float(np.median(distances.min(axis=1)))
 
     def _ranks_by_process(self) -> bool:
         """Whether the Gaussian process ranks (`ranking`), listing the space on first use."""
