@@ -334,6 +334,7 @@ class GeneticEngine(Engine):
 
     def _preselected(self, n: int, factor: int) -> list[Candidate]:
         """Up to `n` new children of `factor` x `n` bred ones, picked by `_process_picks`."""
+        # Checked before breeding too: breeding draws from the random stream.
         if n <= 0 or sum(r.ok for r in self._records) < 2:
             return []
         pool = self.proposals.new_genes([tuple(x) for x in self._bred(n * factor).get("X")])
