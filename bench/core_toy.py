@@ -5,7 +5,7 @@
 
 `--wide` widens x to `range(1.0, 200.0, 0.5)` (399 values), issue 13's toy.
 
-Runs the default engine (GA) directly for every seed and, optionally, the first few seeds
+Runs the default engine (`screened`) directly for every seed and, optionally, the first few seeds
 through Ray Tune with CompileIQSearcher, and prints evaluations-to-optimum per seed.
 """
 
