@@ -93,10 +93,13 @@ class EngineConfig(BaseModel):
 # poll of short parameters only, on seeds 100-199 and 200-299 (25-200; docs/benchmarks.md,
 # "Session 26"): seeds at the optimum within 200, of 1500 per set, ga 913 -> 1225 and
 # 905 -> 1221, nsga2 742 -> 946 and 740 -> 969.
+# `preselection_draws` 1 (was 0; 0.5 measured) on seeds 100-199 (12 wide problems, 25-200),
+# checked on seeds 1000-1499 at 25 and 50 (docs/benchmarks.md, "Session 34").
 GENETIC_DEFAULTS: dict[str, Any] = {
     "initial_sampling": "sobol",
     "preselection": 4,
     "preselected_generations": 4,
+    "preselection_draws": 1.0,
     "immigrate_after": 2,
     "immigrant_share": 0.75,
     "local_after": 1,
@@ -122,6 +125,8 @@ class GeneticConfig(EngineConfig):
         preselected_generations: the bred generations that are pre-selected (the first
             ones, None for all). Later ones are bred as they come: all pre-selected, more
             seeds reach the optimum but more sit behind random search (battery, session 19).
+        preselection_draws: uniform random configurations added to a pre-selected pool, per
+            bred child in it, in a space with a wide parameter (0: bred children only).
         immigrate_after: generations without a new best after which immigrants join each
             generation (None: never).
         immigrant_share: share of each stagnating generation that is immigrants: random
@@ -161,6 +166,7 @@ class GeneticConfig(EngineConfig):
     preselected_generations: int | None = Field(
         default=GENETIC_DEFAULTS["preselected_generations"], ge=1
     )
+    preselection_draws: float = Field(default=GENETIC_DEFAULTS["preselection_draws"], ge=0)
     immigrate_after: int | None = Field(default=GENETIC_DEFAULTS["immigrate_after"], ge=1)
     immigrant_share: float = Field(default=GENETIC_DEFAULTS["immigrant_share"], ge=0, le=1)
     local_after: int = Field(default=GENETIC_DEFAULTS["local_after"], ge=0)

@@ -33,6 +33,18 @@ preferred short steps from it over recombinations of the design, which cover mor
 regret of ga at 25 evaluations on the battery's continuous space: 1.65 with the moves, 1.22
 without, random search 1.47). The survival (fitness, or NSGA-II/III's) is untouched.
 
+Uniform draws in the pool: in a space with a wide parameter the pre-selected pool also holds
+`preselection_draws` uniform random configurations per bred child, as `screened`'s drawn pool
+does (session 32). Bred children recombine the first design's values, so a branch or basin
+that design missed was found only by chance; the process picks a draw where its uncertainty
+outweighs the children's predicted gain (battery, 12 wide problems, seeds 100-199: worst seed
+at 100 evaluations on `conditional` ga 4.02 -> 0.64, nsga2 4.2 -> 1.0; seeds at the optimum
+within 200, of 1200, ga 926 -> 941, nsga2 714 -> 744; fewer on `failures`, ga 95 -> 79, and
+`continuous_valley`, 54 -> 46, whose optima need the children's local refinement. Half a
+draw per child reached the optimum within 200 more often, 953 and 749, but kept more of the
+worst seeds at 25-100 evaluations; checked on seeds 1000-1499 at 25 and 50 evaluations;
+docs/benchmarks.md, session 34).
+
 Immigrants (Grefenstette's random immigrants, 1992; a partial restart from stagnation):
 after `immigrate_after` generations without progress (no evaluation better than every earlier
 one by more than `progress_tolerance` of the values' spread, median - best: a search creeping
@@ -333,12 +345,18 @@ class GeneticEngine(Engine):
         return np.sum((F - F.min(axis=0)) / np.where(spread > 0, spread, 1.0), axis=1)
 
     def _preselected(self, n: int, factor: int) -> list[Candidate]:
-        """Up to `n` new children of `factor` x `n` bred ones, picked by `_process_picks`."""
+        """Up to `n` new configurations picked by `_process_picks` from `factor` x `n` bred
+        children and, in a space with a wide parameter, `preselection_draws` uniform random
+        configurations per child."""
         # Checked before breeding too: breeding draws from the random stream.
         if n <= 0 or sum(r.ok for r in self._records) < 2:
             return []
-        pool = self.proposals.new_genes([tuple(x) for x in self._bred(n * factor).get("X")])
-        return self._process_picks(pool, n)
+        config: GeneticConfig = self.config  # type: ignore[assignment]
+        rows = [tuple(x) for x in self._bred(n * factor).get("X")]
+        if self._wide():
+            draws = math.ceil(config.preselection_draws * n * factor)
+            rows += [self.space.sample_genes(self.rng) for _ in range(draws)]
+        return self._process_picks(self.proposals.new_genes(rows), n)
 
     def _process_picks(self, pool: list[Genes], n: int) -> list[Candidate]:
         """Up to `n` configurations of `pool` (distinct, never proposed), picked one at a time

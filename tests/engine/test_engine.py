@@ -183,8 +183,14 @@ def test_local_share_breeds_pattern_moves_of_the_elite(strategy: str) -> None:
             strategy,
             space,
             ["score"] if _single(strategy) else TWO_OBJECTIVES,
-            # From the first bred generation on (the GA family's default recombines only there).
-            config={"pool_size": 8, "local_share": local_share, "local_after": 0},
+            # From the first bred generation on (the GA family's default recombines only there),
+            # bred children only in the pre-selected pool (this space is wide).
+            config={
+                "pool_size": 8,
+                "local_share": local_share,
+                "local_after": 0,
+                "preselection_draws": 0.0,
+            },
             budget=Budget(max_evaluations=16),
             seed=5,
         )

@@ -53,6 +53,43 @@ def test_preselection_breeds_a_better_second_generation(strategy: str) -> None:
         assert second_generation(8, seed) < second_generation(1, seed)
 
 
+@pytest.mark.parametrize("strategy", ["ga", "nsga2"])
+def test_preselection_draws_find_a_basin_the_first_design_missed(strategy: str) -> None:
+    """In a space with a wide parameter, uniform draws join the pre-selected pool: bred
+    children recombine the first design's values, so a branch whose basin the design missed
+    is found only by chance (battery `conditional`: split_k's basin 20, stream_k's floor 24)."""
+    space = {
+        "algo": ss.choice(["direct", "split_k", "stream_k"]),
+        "split": ss.conditional(ss.range(2, 401), when="algo == 'split_k'"),
+        "chunks": ss.conditional(ss.range(1, 400), when="algo == 'stream_k'"),
+        "tile": ss.ordinal([16, 32, 64, 128, 256]),
+    }
+
+    def value(c: dict) -> float:
+        tile = (np.log2(c["tile"]) - 6) ** 2
+        if c["algo"] == "split_k":
+            return 20 + ((c["split"] - 173) / 10) ** 2 + tile
+        if c["algo"] == "stream_k":
+            return 24 + ((c["chunks"] - 40) / 20) ** 2 + tile
+        return 40 + tile
+
+    def regret_at_50(draws: float, seed: int) -> float:
+        engine = create_engine(
+            strategy,
+            space,
+            _objectives(strategy),
+            config={"preselection_draws": draws},
+            budget=Budget(max_evaluations=50),
+            seed=seed,
+        )
+        drive(engine, lambda c: _values(strategy, value(c)))
+        return min(value(r.config) for r in engine.records) - 20
+
+    # Summed over 10 seeds: ga 13.9 without the draws, 7.2 with; nsga2 17.8, 4.3.
+    with_draws = sum(regret_at_50(1.0, seed) for seed in range(10))
+    assert with_draws < 0.7 * sum(regret_at_50(0.0, seed) for seed in range(10))
+
+
 def test_the_chance_to_succeed_is_low_where_evaluations_failed() -> None:
     """Pre-selection weighs a child's expected improvement by its chance to succeed, from the
     densities of the successes and the failures around it."""
@@ -370,8 +407,9 @@ def test_the_first_bred_generation_polishes_the_best_of_a_wide_space(strategy: s
         assert len(moves) >= 4
         assert any((k, -step) in moves for k, step in moves)
     # On the issue's widened toy (x^2 + y, 399 values of x), the poll reaches the optimum
-    # by 25 evaluations where the process's picks among bred children do not. (On the bowl
-    # above the two are level since session 19's pre-selection: median 318 vs 322.)
+    # by 25 evaluations where the process's picks among bred children and uniform draws do
+    # not (median 2 vs 3.75 and 3.1, worst 4 vs 73; without the draws 22.5 and 8.75). (On
+    # the bowl above the two are level since session 19's pre-selection: median 318 vs 322.)
     toy = {"x": ss.range(1.0, 200.0, 0.5), "y": ss.choice([1, 2, 3])}
 
     def toy_value(c: dict) -> float:
@@ -381,7 +419,8 @@ def test_the_first_bred_generation_polishes_the_best_of_a_wide_space(strategy: s
         share: [min(map(toy_value, run(toy, toy_value, share, seed))) for seed in range(10)]
         for share in (0.5, 0.0)
     }
-    assert np.median(best_at_25[0.5]) < 0.5 * np.median(best_at_25[0.0])
+    assert np.median(best_at_25[0.5]) < 0.7 * np.median(best_at_25[0.0])
+    assert max(best_at_25[0.5]) < max(best_at_25[0.0])
     # A space of short lists is bred as before.
     short = {"x": ss.choice(list(range(0, 400, 16))), "y": ss.choice(list(range(0, 400, 16)))}
     assert run(short, _bowl, 0.5, 0) == run(short, _bowl, 0.0, 0)
