@@ -41,8 +41,8 @@ outweighs the children's predicted gain (battery, 12 wide problems, seeds 100-19
 at 100 evaluations on `conditional` ga 4.02 -> 0.64, nsga2 4.2 -> 1.0; seeds at the optimum
 within 200, of 1200, ga 926 -> 941, nsga2 714 -> 744; fewer on `failures`, ga 95 -> 79, and
 `continuous_valley`, 54 -> 46, whose optima need the children's local refinement. Half a
-draw per child reached the optimum within 200 more often, 953 and 749, but kept more of the
-worst seeds at 25-100 evaluations; checked on seeds 1000-1499 at 25 and 50 evaluations;
+draw per child reached the optimum within 200 more often, 953 and 749, but left larger worst
+seeds at 50-100 evaluations; checked on seeds 1000-1499 at 25 and 50 evaluations;
 docs/benchmarks.md, session 34).
 
 Immigrants (Grefenstette's random immigrants, 1992; a partial restart from stagnation):
