@@ -2,8 +2,8 @@
 
 Binary tournament selection, uniform crossover, per-parameter mutation and constraint repair
 (`engine/operators.py`); survivors are the best of parents and children by fitness
-(pymoo `FitnessSurvival`, as in pymoo's `GA`); offspring pre-selected by a density-ratio
-model, immigrants after stagnation (`engine/genetic.py`).
+(pymoo `FitnessSurvival`, as in pymoo's `GA`); offspring pre-selected by a Gaussian
+process's expected improvement, immigrants after stagnation (`engine/genetic.py`).
 """
 
 from __future__ import annotations
