@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 from typing import ClassVar
 
+from pydantic import Field
 from pymoo.algorithms.soo.nonconvex.ga import FitnessSurvival
 
 from ciq_tune.engine.config import GENETIC_DEFAULTS
@@ -25,6 +26,11 @@ GA_DEFAULTS: dict[str, Any] = {
     "mutation_prob": None,
     "crossover_prob": 0.9,
     **GENETIC_DEFAULTS,
+    # Half the family's MLSL factor (8), as `screened`: a critical distance 2^(-1/n) as long
+    # in n unit coordinates, so a point that fell into a narrow basin starts a descent although
+    # a lower point lies a little farther off (battery `multi_basin`, seeds 0-399: the global
+    # basin within 200 evaluations 0.62 -> 0.71 of seeds; docs/benchmarks.md, "Session 35").
+    "restart_sigma": 4.0,
     "local_share": 0.5,
     "steady_state": False,
     "min_pass_fraction": 0.25,
@@ -34,6 +40,8 @@ GA_DEFAULTS: dict[str, Any] = {
 
 class GAConfig(GeneticConfig):
     """Settings of `GA` (see `EngineConfig`); defaults in `GA_DEFAULTS`."""
+
+    restart_sigma: float = Field(default=GA_DEFAULTS["restart_sigma"], gt=0)
 
 
 class GA(GeneticEngine):

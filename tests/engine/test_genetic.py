@@ -70,7 +70,7 @@ def test_the_chance_to_succeed_is_low_where_evaluations_failed() -> None:
 
 def _stagnation_run(objective: Callable[[dict], float], seed: int = 6, **config: object) -> Engine:
     """A `ga` run whose first stagnating generation is all immigrants (`immigrate_after` 1),
-    without the neighbour and compass polls unless `config` says otherwise."""
+    without the neighbour and compass polls or descents unless `config` says otherwise."""
     engine = create_engine(
         "ga",
         BOWL,
@@ -81,6 +81,7 @@ def _stagnation_run(objective: Callable[[dict], float], seed: int = 6, **config:
             "immigrant_share": 1.0,
             "poll_neighbours": False,
             "polish_share": 0.0,
+            "restart_share": 0.0,
             **config,
         },
         budget=Budget(max_evaluations=64),
