@@ -222,6 +222,26 @@ class TrackingUnavailable(RuntimeError):
 
 # The writer's niceness (Unix: 19 is the lowest priority).
 WRITER_NICENESS = 19
+# Tries of a write to /proc/PID/autogroup: the kernel refuses a non-admin one within 100 ms of
+# another (EAGAIN), whoever wrote before.
+AUTOGROUP_TRIES = 5
+
+
+def set_session_niceness(pid: int, niceness: int) -> bool:
+    """Set the niceness (0-19) of the scheduling group of `pid`'s session (Linux with
+    autogroup scheduling, sched(7): the CPU is shared between sessions first, then between
+    their processes); any user may set it back to 0. Returns False where there is no such
+    group or the process has exited."""
+    path = Path(f"/proc/{pid}/autogroup")
+    for _ in range(AUTOGROUP_TRIES):
+        try:
+            path.write_text(str(niceness))
+            return True
+        except BlockingIOError:
+            time.sleep(0.1)
+        except OSError:
+            return False
+    return False
 
 
 def writer_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -288,13 +308,13 @@ class MlflowWriter:
         )
         # The lowest CPU priority: its ~3 s of CPU to import MLflow and open the store, and
         # ~20 ms per trial, run on cores the search leaves idle instead of delaying Ray's start
-        # and the trials; `close` still waits for every record. Linux with autogroup
+        # and the trials; `close` gives its session a fair share back. Linux with autogroup
         # scheduling shares the CPU between sessions first, so the writer's own session gets
-        # the same niceness (sched(7); no such file elsewhere). A writer that already exited
-        # is reported by `send`/`close`, not here.
+        # the same niceness. A writer that already exited is reported by `send`/`close`, not
+        # here.
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, self._process.pid, WRITER_NICENESS)
-            Path(f"/proc/{self._process.pid}/autogroup").write_text(str(WRITER_NICENESS))
+        set_session_niceness(self._process.pid, WRITER_NICENESS)
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
 
@@ -321,6 +341,12 @@ class MlflowWriter:
         """Wait until every event is written; raises `TrackingUnavailable` if the writer
         failed."""
         process = self._process
+        if process is not None and process.poll() is None:
+            # The search only waits from here on: at niceness 19 on a node that other work
+            # keeps busy, the writer's session got ~10 ms of CPU per 10 s and this wait lasted
+            # tens of minutes (docs/benchmarks.md, sessions 33 and 35). The process keeps its
+            # own niceness (an unprivileged one cannot lower it), alone in its session.
+            set_session_niceness(process.pid, 0)
         if process is not None and process.stdin is not None and not process.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
                 process.stdin.close()
