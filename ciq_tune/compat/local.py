@@ -96,14 +96,21 @@ class LocalRun:
         started = time.perf_counter()
         executor = self._executor()
         pending: dict[Future[Outcome], Candidate] = {}
+        unsent: list[Candidate] = []  # asked, refused by a pool that broke before it started
         stopping = False
         try:
             while True:
                 while not stopping and len(pending) < self.workers:
-                    candidate = self.engine.ask()
+                    candidate = unsent.pop() if unsent else self.engine.ask()
                     if candidate is None:
                         break
-                    pending[self._submit(executor, candidate.config)] = candidate
+                    try:
+                        pending[self._submit(executor, candidate.config)] = candidate
+                    except BrokenProcessPool:
+                        # A worker died since the last wait. Its task is pending, so the wait
+                        # below sees the break and replaces the pool, which then takes this one.
+                        unsent.append(candidate)
+                        break
                 if not pending:
                     break  # the budget is spent (or the engine waits on nothing: done)
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
