@@ -16,6 +16,7 @@ import pytest
 import ciq_tune.space as ss
 from ciq_tune import Search
 from ciq_tune import SearchConfiguration
+from ciq_tune import SearchResult
 from ciq_tune import WorkerTypes
 from ciq_tune.compat.local import LocalRun
 
@@ -53,8 +54,9 @@ def _dies_on_big_x(config: dict) -> float:
     return config["x"] ** 2 + config["y"]
 
 
-def test_a_dead_worker_is_a_crash_record_and_the_search_goes_on() -> None:
-    result = Search(
+def _search_losing_workers() -> SearchResult:
+    """24 evaluations on two workers, the first (x = 19) and any other x > 18 killing theirs."""
+    return Search(
         objective_function=_dies_on_big_x,
         search_space=SPACE,
         search_config=SearchConfiguration(pool_size=8, generations=3),
@@ -62,6 +64,10 @@ def test_a_dead_worker_is_a_crash_record_and_the_search_goes_on() -> None:
         seed=1,
         points_to_evaluate=[{"x": 19.0, "y": 1}],
     ).start(num_workers=2)
+
+
+def test_a_dead_worker_is_a_crash_record_and_the_search_goes_on() -> None:
+    result = _search_losing_workers()
     table = result.get_results()
     records = [(row["params"], json.loads(row["metadata"])) for _, row in table.iterrows()]
     assert records[0][0]["x"] == 19.0  # the given point, evaluated first
@@ -96,14 +102,7 @@ def test_a_task_the_broken_pool_refused_runs_in_the_next_one(monkeypatch) -> Non
         return future
 
     monkeypatch.setattr(LocalRun, "_submit", submit_after_the_break)
-    result = Search(
-        objective_function=_dies_on_big_x,
-        search_space=SPACE,
-        search_config=SearchConfiguration(pool_size=8, generations=3),
-        disable_progress_bar=True,
-        seed=1,
-        points_to_evaluate=[{"x": 19.0, "y": 1}],
-    ).start(num_workers=2)
+    result = _search_losing_workers()
     table = result.get_results()
     assert len(table) == 24 and refused
     evaluated = [
