@@ -96,12 +96,12 @@ class LocalRun:
         started = time.perf_counter()
         executor = self._executor()
         pending: dict[Future[Outcome], Candidate] = {}
-        unsent: list[Candidate] = []  # asked, refused by a pool that broke before it started
+        refused: Candidate | None = None  # asked, refused by a pool that broke before it ran
         stopping = False
         try:
             while True:
                 while not stopping and len(pending) < self.workers:
-                    candidate = unsent.pop() if unsent else self.engine.ask()
+                    candidate, refused = refused or self.engine.ask(), None
                     if candidate is None:
                         break
                     try:
@@ -109,7 +109,7 @@ class LocalRun:
                     except BrokenProcessPool:
                         # A worker died since the last wait. Its task is pending, so the wait
                         # below sees the break and replaces the pool, which then takes this one.
-                        unsent.append(candidate)
+                        refused = candidate
                         break
                 if not pending:
                     break  # the budget is spent (or the engine waits on nothing: done)
