@@ -33,7 +33,7 @@ from objectives._isolate import IsolatedWorker
 from objectives._isolate import run_isolated
 
 # Result keys the compile stage contributes to the evaluation's result.
-_COMPILE_KEYS = ("compile_s", "n_regs", "n_spills", "shared_bytes", "worker_spawn_s")
+_COMPILE_KEYS = ("compile_s", "compiles", "n_regs", "n_spills", "shared_bytes", "worker_spawn_s")
 
 
 @dataclass(frozen=True)

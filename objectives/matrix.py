@@ -1,11 +1,21 @@
-"""Benchmark matrices: shapes grouped into the buckets that share a configuration, the order in
-which buckets are tuned so that transfer pays, and the trainable of a multi-shape bucket."""
+"""Benchmark matrices: one evaluation is one configuration timed at every shape of the matrix.
+
+A trial sends one configuration with the whole matrix; the kind's worker compiles it once per
+distinct set of compile-time values (`compile_key`) and times it at each shape, each shape with
+its own status, so a shape that fails loses none of the others. The search optimises the
+weighted geometric mean over the shapes (`matrix_metric`); the winner of each bucket of the
+selection rule (a shape, a key, or the whole matrix) is then the best configuration for that
+bucket over everything evaluated (`bucket_scores`), so every bucket profits from every
+evaluation.
+"""
 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,11 +26,12 @@ from ciq_tune.controls.matrix import log_distance
 from objectives.description import KernelDescription
 from objectives.description import Shape
 
-GROUP_METRIC = "geomean_rel"
-"""The metric of a multi-shape bucket's search: the weighted geometric mean over its shapes of
-the metric relative to the baseline, oriented so that lower is better (``min``)."""
 GUARD_STATUS = "worst_shape_guard"
-"""Status of a candidate slower than ``worst_shape_limit`` × the baseline on some shape."""
+"""Status of a bucket's candidate slower than ``worst_shape_limit`` × the baseline on one of
+the bucket's shapes."""
+NATIVE_MATRIX_KINDS = ("triton",)
+"""Kinds whose worker evaluates the whole matrix in one request; the others run one worker call
+per shape (`each_shape`)."""
 
 
 @dataclass(frozen=True)
@@ -30,10 +41,12 @@ class ShapeGroup:
     Attributes:
         key: The bucket's key sizes (``{}`` for mode ``one``; every size for ``per_shape``).
         shapes: The bucket's shapes, complete sizes with weights, in description order.
+        indices: The shapes' positions in the description's matrix (``time_ms@<i>``).
     """
 
     key: dict[str, int]
     shapes: tuple[Shape, ...]
+    indices: tuple[int, ...]
 
     @property
     def weight(self) -> float:
@@ -65,62 +78,38 @@ def selection_rule(desc: KernelDescription) -> SelectionRule:
 def group_shapes(desc: KernelDescription) -> list[ShapeGroup]:
     """The description's shapes grouped by the bucket of their key sizes, in first-seen order."""
     rule = selection_rule(desc)
-    groups: dict[tuple[tuple[str, int], ...], list[Shape]] = {}
-    for shape in desc.matrix():
-        groups.setdefault(tuple(rule.bucket_of(shape.sizes).items()), []).append(shape)
-    return [ShapeGroup(dict(key), tuple(shapes)) for key, shapes in groups.items()]
+    groups: dict[tuple[tuple[str, int], ...], list[tuple[int, Shape]]] = {}
+    for index, shape in enumerate(desc.matrix()):
+        groups.setdefault(tuple(rule.bucket_of(shape.sizes).items()), []).append((index, shape))
+    return [
+        ShapeGroup(dict(key), tuple(s for _, s in members), tuple(i for i, _ in members))
+        for key, members in groups.items()
+    ]
 
 
-def schedule(groups: Sequence[ShapeGroup]) -> list[ShapeGroup]:
-    """The order to tune buckets in so that each one starts next to a tuned neighbour.
-
-    First the medoid (least total log2 distance to the others: its winner is the best single
-    guess for the rest), then repeatedly the untuned bucket nearest to any tuned one (ties:
-    the heavier one first), so that every search after the first has a close winner to start
-    from.
-    """
-    left = list(groups)
-    if len(left) <= 1:
-        return left
-    first = min(left, key=lambda g: (sum(g.distance(o) for o in left), -g.weight))
-    order = [first]
-    left.remove(first)
-    while left:
-        nxt = min(left, key=lambda g: (min(g.distance(t) for t in order), -g.weight))
-        order.append(nxt)
-        left.remove(nxt)
-    return order
-
-
-def transfer_points(
-    group: ShapeGroup, tuned: Sequence[tuple[ShapeGroup, Any]], *, limit: int
-) -> list[Any]:
-    """Winners of tuned buckets to start `group`'s search from, nearest bucket first.
-
-    Args:
-        group: The bucket about to be tuned.
-        tuned: ``(bucket, winning configuration)`` of the buckets tuned so far.
-        limit: Most configurations to return (distinct ones).
-    """
-    ranked = sorted(tuned, key=lambda gc: group.distance(gc[0]))
-    points: list[Any] = []
-    for _, config in ranked:
-        if config not in points:
-            points.append(config)
-        if len(points) >= limit:
-            break
-    return points
-
-
-def group_metric(desc: KernelDescription, group: ShapeGroup) -> tuple[str, str]:
-    """``(metric, mode)`` the bucket's search optimises: the description's own metric for a
-    single shape, `GROUP_METRIC` (minimised) for several."""
-    return (desc.metric, desc.mode) if len(group.shapes) == 1 else (GROUP_METRIC, "min")
+def matrix_metric(desc: KernelDescription) -> str:
+    """The metric a matrix search optimises (in the description's `mode`): the weighted
+    geometric mean of the metric over the shapes. It ranks configurations as the geometric mean
+    relative to any fixed per-shape reference (the baseline's, say) does: the reference's own
+    mean is a constant factor."""
+    return f"{desc.metric}_geomean"
 
 
 def relative(value: float, baseline: float, mode: str) -> float:
     """A metric relative to the baseline, lower is better: value/baseline for ``min``."""
     return value / baseline if mode == "min" else baseline / value
+
+
+def geomean(values: Sequence[float], weights: Sequence[float]) -> float:
+    """The weighted geometric mean of positive finite `values`.
+
+    Raises:
+        ValueError: a value is not a positive finite number.
+    """
+    if any(not (math.isfinite(v) and v > 0) for v in values):
+        raise ValueError(f"per-shape values must be positive and finite, got {list(values)}")
+    total = sum(weights)
+    return math.exp(sum(w * math.log(v) for w, v in zip(weights, values, strict=True)) / total)
 
 
 def combine(
@@ -140,84 +129,207 @@ def combine(
         if not (math.isfinite(value) and math.isfinite(base) and value > 0 and base > 0):
             raise ValueError(f"per-shape values must be positive and finite, got {value}/{base}")
         rel.append(relative(value, base, mode))
-    total = sum(weights)
-    geomean = math.exp(sum(w * math.log(r) for w, r in zip(weights, rel, strict=True)) / total)
-    return geomean, max(rel)
+    return geomean(rel, weights), max(rel)
 
 
-def make_group_trainable(
+# -- one evaluation: a configuration at every shape --------------------------------------------
+def compile_key(sizes: Mapping[str, Any], constexprs: Iterable[str]) -> tuple[tuple[str, Any], ...]:
+    """The compile-time values of one launch: each constexpr size's value, and for every other
+    integer the specialisation a JIT compiler such as Triton's makes of it (equal to 1, a
+    multiple of 16, beyond 32 bits). Launches with equal keys share one compiled kernel."""
+    wanted = set(constexprs)
+    key: list[tuple[str, Any]] = []
+    for name in sorted(sizes):
+        value = sizes[name]
+        if name in wanted:
+            key.append((name, value))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            key.append((name, (value == 1, value % 16 == 0, abs(value) >= 2**31)))
+    return tuple(key)
+
+
+def constexpr_names(fn: Any) -> set[str]:
+    """The parameters of a Triton kernel annotated ``tl.constexpr``, from its signature (the
+    same under the interpreter, whose function has no `params`)."""
+    inner = getattr(fn, "fn", fn)
+    names = set()
+    for name, param in inspect.signature(inner).parameters.items():
+        if "constexpr" in str(param.annotation):
+            names.add(name)
+    return names
+
+
+def first_of_each_key(
+    desc: KernelDescription, key: Callable[[KernelDescription], Any]
+) -> list[KernelDescription]:
+    """The description at the first shape of each distinct compile key of its matrix: the
+    kernels a configuration needs compiled.
+
+    Raises:
+        Exception: from `key` (a source that does not load, say).
+    """
+    firsts: dict[Any, KernelDescription] = {}
+    for shape in desc.matrix():
+        at = desc.at_shape(shape)
+        firsts.setdefault(key(at), at)
+    return list(firsts.values())
+
+
+def evaluate_shapes(
     desc: KernelDescription,
-    group: ShapeGroup,
-    baselines: Sequence[float] | None,
-    *,
-    make_trainable: Callable[[KernelDescription], Callable[[dict[str, Any]], dict[str, Any]]],
-) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The trainable of one bucket.
-
-    One shape: the kind's trainable at that shape. Several: each configuration is evaluated
-    at every shape of the bucket; the result holds each shape's metric (``<metric>@<i>``) and
-    `GROUP_METRIC`, NaN with status `GUARD_STATUS` when a shape is slower than
-    ``worst_shape_limit`` × its baseline.
+    evaluate: Callable[[KernelDescription, bool], dict[str, Any]],
+    key: Callable[[KernelDescription], Any],
+) -> dict[str, Any]:
+    """Evaluate one configuration at every shape of `desc`'s matrix, in one process.
 
     Args:
-        desc: The description (with its matrix).
-        group: The bucket.
-        baselines: The baseline configuration's metric at each shape of the bucket (required
-            for several shapes).
-        make_trainable: ``objectives.make_trainable`` (quiet), injected to keep imports down.
+        desc: The description with its matrix.
+        evaluate: ``evaluate(shape_desc, first)`` for the description at one shape; `first`
+            is True for the first shape of each compile key (compile, and report compile
+            statistics), False when a kernel of the same key is compiled already. Its result is
+            that shape's (``status`` and metrics).
+        key: The compile key of the description at one shape (`compile_key`); an exception
+            from it is that shape's ``compile_error``.
+
+    Returns:
+        `matrix_result` of the per-shape results, with ``compiles``: the shapes evaluated with
+        `first` True, and ``restart`` (retire the worker) when a shape raised.
     """
-    if len(group.shapes) == 1:
-        return make_trainable(desc.at_shape(group.shapes[0]))
-    if baselines is None or len(baselines) != len(group.shapes):
-        raise ValueError("a multi-shape bucket needs one baseline value per shape")
-    limit = desc.selection.worst_shape_limit if desc.selection else math.inf
-    per_shape = [make_trainable(desc.at_shape(s)) for s in group.shapes]
-    return functools.partial(
-        _group_trial,
-        per_shape,
-        list(baselines),
-        [s.weight for s in group.shapes],
-        desc.metric,
-        desc.mode,
-        limit,
-    )
-
-
-def _group_trial(
-    per_shape: Sequence[Callable[[dict[str, Any]], dict[str, Any]]],
-    baselines: Sequence[float],
-    weights: Sequence[float],
-    metric: str,
-    mode: str,
-    limit: float,
-    config: dict[str, Any],
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"status": "ok", GROUP_METRIC: math.nan}
-    values = []
-    for index, trainable in enumerate(per_shape):
-        result = trainable(config)
-        value = result.get(metric)
-        out[f"{metric}@{index}"] = value
-        if result.get("status") != "ok" or not isinstance(value, int | float):
-            # The first failing shape says why; the remaining shapes are not worth running.
-            out["status"] = result.get("status", "crash")
-            out["error"] = f"shape {index}: {result.get('error', '')}"
-            return out
-        values.append(float(value))
-    geomean, worst = combine(values, baselines, weights, mode=mode)
-    out["worst_rel"] = worst
-    if worst > limit:
-        out["status"] = GUARD_STATUS
-        out["error"] = f"worst shape at {worst:.3f}x the baseline (limit {limit})"
-        return out
-    out[GROUP_METRIC] = geomean
+    seen: set[Any] = set()
+    results = []
+    crashed = False
+    for shape in desc.matrix():
+        at = desc.at_shape(shape)
+        try:
+            shape_key = key(at)
+        except Exception as exc:
+            results.append({"status": "compile_error", "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        first = shape_key not in seen
+        seen.add(shape_key)
+        try:
+            results.append(evaluate(at, first))
+        except Exception as exc:
+            # An error while running (an illegal address, say): this shape crashed, and the
+            # worker retires after the request, its CUDA context being suspect; the other shapes
+            # still run (on a broken context they fail with its error, as data).
+            crashed = True
+            results.append({"status": "crash", "error": f"{type(exc).__name__}: {exc}"[:2000]})
+    out = {**matrix_result(desc, results), "compiles": len(seen)}
+    if crashed:
+        out["restart"] = True
     return out
 
 
+def matrix_result(desc: KernelDescription, results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One flat result of a configuration over the matrix, from its per-shape results.
+
+    Per shape ``i``: ``<metric>@i`` (NaN where it failed), ``status@i`` and, on failure,
+    ``error@i``. Overall: ``status`` ``ok`` when every shape succeeded (else the first failed
+    shape's status, ``error`` saying which), ``<metric>_geomean`` over the shapes (NaN unless
+    all succeeded), ``shapes_ok``, and the sum of each shape's ``compile_s``.
+    """
+    metric = desc.metric
+    out: dict[str, Any] = {"status": "ok"}
+    values = []
+    failed = []
+    for index, result in enumerate(results):
+        status = str(result.get("status", "crash"))
+        value = _finite(result.get(metric))
+        ok = status == "ok" and value is not None
+        out[f"status@{index}"] = status if ok or status != "ok" else "crash"
+        out[f"{metric}@{index}"] = value if value is not None and ok else math.nan
+        if value is not None and ok:
+            values.append(value)
+        else:
+            out[f"error@{index}"] = str(result.get("error", f"no finite {metric}"))[:2000]
+            failed.append(index)
+    weights = [s.weight for s in desc.matrix()]
+    out[matrix_metric(desc)] = geomean(values, weights) if not failed else math.nan
+    out["shapes_ok"] = len(values)
+    compile_s = [r["compile_s"] for r in results if isinstance(r.get("compile_s"), int | float)]
+    if compile_s:
+        out["compile_s"] = sum(compile_s)
+    if failed:
+        first = failed[0]
+        out["status"] = out[f"status@{first}"]
+        out["error"] = f"{len(failed)} of {len(results)} shapes failed; shape {first}: " + str(
+            out[f"error@{first}"]
+        )
+    return out
+
+
+def make_matrix_trainable(
+    desc: KernelDescription,
+    *,
+    make_trainable: Callable[[KernelDescription], Callable[[dict[str, Any]], dict[str, Any]]],
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The trainable of a matrix: a configuration evaluated at every shape (`matrix_result`).
+
+    A kind of `NATIVE_MATRIX_KINDS` gets the whole description, and its worker runs the matrix
+    in one request (`evaluate_shapes`); the others call the kind's trainable once per shape.
+
+    Args:
+        desc: The description with its matrix.
+        make_trainable: ``objectives.make_trainable`` (with the benchmark server bound),
+            injected to keep imports down.
+    """
+    if desc.kind in NATIVE_MATRIX_KINDS:
+        return make_trainable(desc)
+    per_shape = [make_trainable(desc.at_shape(s)) for s in desc.matrix()]
+    return functools.partial(_each_shape, desc, per_shape)
+
+
+def _each_shape(
+    desc: KernelDescription,
+    per_shape: Sequence[Callable[[dict[str, Any]], dict[str, Any]]],
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    return matrix_result(desc, [trainable(config) for trainable in per_shape])
+
+
 def shape_values(result: Mapping[str, Any], metric: str, n: int) -> list[float | None]:
-    """Per-shape metric values of a multi-shape result (None where a shape did not run)."""
-    values: list[float | None] = []
-    for i in range(n):
-        value = result.get(f"{metric}@{i}")
-        values.append(float(value) if isinstance(value, int | float) else None)
-    return values
+    """Per-shape metric values of a matrix result (None where a shape failed or did not run)."""
+    return [_finite(result.get(f"{metric}@{i}")) for i in range(n)]
+
+
+def _finite(value: Any) -> float | None:
+    """`value` as a float when it is a finite number, else None."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def bucket_score(
+    desc: KernelDescription,
+    group: ShapeGroup,
+    values: Sequence[float | None],
+    baseline: Sequence[float | None],
+) -> float | None:
+    """A configuration's score on a bucket, lower is better: the weighted geometric mean over
+    the bucket's shapes of its metric relative to the baseline's. None when it failed at one of
+    them, or when one is past the rule's ``worst_shape_limit`` (modes ``one`` and ``per_key``).
+    Where the baseline itself failed at one of the bucket's shapes, the reference is 1 (the
+    plain geometric mean) and there is no guard.
+
+    Args:
+        desc: The description.
+        group: The bucket.
+        values: The configuration's per-shape values over the whole matrix (`shape_values`).
+        baseline: The baseline configuration's per-shape values.
+    """
+    mine = [values[i] for i in group.indices]
+    if any(v is None for v in mine):
+        return None
+    base = [baseline[i] for i in group.indices]
+    limit = math.inf
+    if desc.selection is not None and desc.selection.mode != "per_shape":
+        limit = desc.selection.worst_shape_limit
+    if any(b is None for b in base):
+        base, limit = [1.0] * len(mine), math.inf
+    score, worst = combine(
+        [float(v) for v in mine if v is not None],
+        [float(b) for b in base if b is not None],
+        [s.weight for s in group.shapes],
+        mode=desc.mode,
+    )
+    return None if worst > limit else score

@@ -18,6 +18,10 @@ from objectives._bench import check_and_time
 from objectives._bench import split_config
 from objectives._stages import Benchmarker
 from objectives.description import KernelDescription
+from objectives.matrix import compile_key
+from objectives.matrix import constexpr_names
+from objectives.matrix import evaluate_shapes
+from objectives.matrix import first_of_each_key
 from objectives.protocol import BACK_TO_BACK_PROTOCOL
 from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.protocol import MeasurementProtocol
@@ -182,54 +186,102 @@ def _device() -> str:
 
 
 def evaluate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
-    """The worker's task: compile, check and time one candidate (see `objectives._isolate`).
+    """The worker's task: compile, check and time one candidate (see `objectives._isolate`),
+    at every shape of a description with a matrix (`objectives.matrix.evaluate_shapes`).
 
     Compile failures (including too many resources) are ``compile_error``; a wrong output is
     ``wrong_result``; an error while running (an illegal address, say) is left to escape, so the
     isolated worker reports ``crash`` and replaces itself.
     """
-    desc = KernelDescription.model_validate(payload["description"])
-    device = _device()
-    install_allocator(device)
-    compiled = _compile(desc, payload["params"], payload["controls"], device=device, load=True)
-    if isinstance(compiled, dict):
-        return compiled
-    progress("compiled")
-    return _check_and_time(desc, payload, compiled, device=device, progress=progress)
+    return _run_matrix(payload, progress, protocol=DEFAULT_PROTOCOL, load_key="compile_s")
 
 
 def compile_candidate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
     """The compile stage's task (`objectives._stages`): compile one candidate into Triton's
-    on-disk cache, with nothing launched, and return its compile statistics."""
+    on-disk cache, once per compile key of its matrix, with nothing launched, and return its
+    compile statistics (``compiles``: the kernels compiled). It fails only when every key does:
+    the benchmark stage then reports each shape's own failure."""
     desc = KernelDescription.model_validate(payload["description"])
-    compiled = _compile(desc, payload["params"], payload["controls"], device=_device(), load=False)
-    if isinstance(compiled, dict):
-        return compiled
+    try:
+        firsts = first_of_each_key(desc, _shape_keys(desc)) if desc.shapes else [desc]
+    except Exception as exc:
+        return {"status": "compile_error", "time_ms": math.nan, "error": _short(exc)}
+    device = _device()
+    outcomes = [
+        _compile(at, payload["params"], payload["controls"], device=device, load=False)
+        for at in firsts
+    ]
+    compiled = [c[3] for c in outcomes if not isinstance(c, dict)]
+    if not compiled:
+        return outcomes[0]  # type: ignore[return-value]
     progress("compiled")
-    return {"status": "ok", **compiled[3]}
+    return {
+        **compiled[0],
+        "status": "ok",
+        "compile_s": sum(info["compile_s"] for info in compiled),
+        "compiles": len(firsts),
+    }
 
 
 def benchmark_candidate(payload: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
     """The benchmark stage's task, in a GPU's persistent worker: load the candidate compiled
-    by `compile_candidate` (from the on-disk cache), check it and time it (back to back with
-    the server's previous candidate: `objectives.protocol.BACK_TO_BACK_PROTOCOL`).
+    by `compile_candidate` (from the on-disk cache), check it and time it at every shape (back
+    to back with the server's previous candidate: `objectives.protocol.BACK_TO_BACK_PROTOCOL`).
 
     Returns:
-        `evaluate`'s result, with ``load_s`` (seconds loading the compiled kernel) in place of
+        `evaluate`'s result, with ``load_s`` (seconds loading the compiled kernels) in place of
         ``compile_s``, which the compile stage reports.
     """
+    return _run_matrix(payload, progress, protocol=BACK_TO_BACK_PROTOCOL, load_key="load_s")
+
+
+def _run_matrix(
+    payload: dict[str, Any],
+    progress: Callable[[str], None],
+    *,
+    protocol: MeasurementProtocol,
+    load_key: str,
+) -> dict[str, Any]:
+    """Check and time one candidate at its description's shape, or at every shape of its
+    matrix, compiling (or loading) once per compile key; ``compile_s`` is reported as
+    `load_key`."""
     desc = KernelDescription.model_validate(payload["description"])
     device = _device()
     install_allocator(device)
-    compiled = _compile(desc, payload["params"], payload["controls"], device=device, load=True)
-    if isinstance(compiled, dict):
-        return compiled
-    progress("compiled")
-    info = compiled[3]
-    info["load_s"] = info.pop("compile_s")
-    return _check_and_time(
-        desc, payload, compiled, device=device, progress=progress, protocol=BACK_TO_BACK_PROTOCOL
-    )
+    params, controls = payload["params"], payload["controls"]
+
+    def run(at: KernelDescription, first: bool) -> dict[str, Any]:
+        if first:
+            compiled = _compile(at, params, controls, device=device, load=True)
+            if isinstance(compiled, dict):
+                return compiled
+            info = compiled[3]
+            info[load_key] = info.pop("compile_s")
+        else:
+            # A kernel of the same compile key is loaded already: Triton's launch finds it.
+            try:
+                compiled = (*_prepare(at, params, controls), {})
+            except Exception as exc:
+                return {"status": "compile_error", "time_ms": math.nan, "error": _short(exc)}
+        progress("compiled")
+        return _check_and_time(
+            at, payload, compiled, device=device, progress=progress, protocol=protocol
+        )
+
+    if not desc.shapes:
+        return run(desc, True)
+    return evaluate_shapes(desc, run, _shape_keys(desc))
+
+
+def _shape_keys(desc: KernelDescription) -> Callable[[KernelDescription], Any]:
+    """The compile key of the description at one shape: its launch sizes and scalars as the
+    kernel's signature makes them compile-time values (`objectives.matrix.compile_key`)."""
+
+    def key(at: KernelDescription) -> Any:
+        constexprs = constexpr_names(_load_kernel(str(at.source), str(at.entry)))
+        return compile_key({**at.launch_sizes(), **at.scalars}, constexprs)
+
+    return key
 
 
 def _check_and_time(

@@ -1,9 +1,11 @@
-"""Tuning a benchmark matrix: one search per bucket of shapes, scheduled so that each search
-starts from the winners of its nearest tuned neighbours (cross-shape transfer)."""
+"""Tuning a benchmark matrix: one search over the whole matrix, each evaluation a configuration
+timed at every shape (`objectives.matrix`), then each bucket's winner chosen from everything
+evaluated and re-measured against the baseline."""
 
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,10 +21,9 @@ from ciq_tune.controls.matrix import MatrixEntry
 from ciq_tune.controls.matrix import ShapeResult
 from ciq_tune.errors import CiqTuneError
 from ciq_tune.errors import MeasurementError
-from ciq_tune.errors import SpaceError
 from ciq_tune.results import EvaluationRecord
+from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
-from ciq_tune.space import SearchSpace
 from ciq_tune.validation import SearchValidation
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import validate_search
@@ -31,73 +32,60 @@ from objectives import make_search_space
 from objectives import make_trainable
 from objectives import measurement_is_exact
 from objectives import starting_points
+from objectives._stages import Benchmarker
 from objectives.description import KernelDescription
 from objectives.matrix import ShapeGroup
-from objectives.matrix import group_metric
+from objectives.matrix import bucket_score
 from objectives.matrix import group_shapes
-from objectives.matrix import make_group_trainable
+from objectives.matrix import make_matrix_trainable
+from objectives.matrix import matrix_metric
 from objectives.matrix import relative
-from objectives.matrix import schedule
 from objectives.matrix import selection_rule
 from objectives.matrix import shape_values
-from objectives.matrix import transfer_points
 from searchers.kernel_search import kernel_tuner
 from searchers.placement import Placement
 
-TRANSFER_POINTS = 3
-"""Winners of the nearest tuned buckets a search starts from (nearest first)."""
-TRANSFER_BACK = 2
-"""Winners of the nearest other buckets evaluated at each bucket after all searches (a bucket
-tuned early never saw the winners of the buckets tuned after it)."""
+BUCKET_SCORE = "bucket_score"
+"""The objective of a bucket's ranking: its weighted geometric mean relative to the baseline."""
 
 
 @dataclass(frozen=True)
 class MatrixSettings:
-    """Budgets of a matrix search.
+    """Budget and validation of a matrix search.
 
     Attributes:
-        budget: Evaluations of an independent search of one bucket (and of the first bucket
-            when transferring).
-        transfer: Fraction of `budget` that each later bucket gets when it starts from its
-            neighbours' winners (after all searches, each bucket also evaluates the winners of
-            its `TRANSFER_BACK` nearest other buckets that it has not evaluated); None: no
-            transfer (every bucket an independent search).
-        seed: Search seed (each bucket's search gets ``seed + its position``).
+        budget: Evaluations of the search (each one configuration at every shape).
+        seed: Search seed.
         validate_top: Candidates re-measured against the baseline per bucket (0: off).
         validation: How to re-measure.
+        strategy: The engine's strategy (``auto``: see `ciq_tune.engine.create_engine`).
     """
 
     budget: int
-    transfer: float | None = 0.25
     seed: int = 0
     validate_top: int = 3
     validation: ValidationConfig = field(default_factory=ValidationConfig)
-
-    def budget_for(self, position: int, n_points: int) -> int:
-        """Evaluations of the bucket tuned `position`-th (0-based) with `n_points` starts."""
-        if self.transfer is None or position == 0:
-            return self.budget
-        return max(n_points + 1, math.ceil(self.budget * self.transfer))
+    strategy: str = "auto"
 
 
 class MatrixInterrupted(Exception):
-    """`tune_matrix` stopped early (its `proceed` said no): the evaluations of the buckets it
-    searched, in tuning order, the last one possibly cut short; no transfer or validation ran.
+    """`tune_matrix` stopped early (its `proceed` said no): the evaluations so far, no
+    validation.
 
     Attributes:
-        searched: ``(bucket label, its evaluations)`` per searched bucket.
-        buckets: Buckets of the matrix.
+        results: The search's evaluations.
+        shapes: Per evaluation (in `results` order), its per-shape metric values.
     """
 
-    def __init__(self, searched: list[tuple[str, SearchResults]], buckets: int) -> None:
-        super().__init__(f"stopped after {len(searched)} of {buckets} buckets")
-        self.searched = searched
-        self.buckets = buckets
+    def __init__(self, results: SearchResults, shapes: list[list[float | None]]) -> None:
+        super().__init__(f"stopped after {len(results.records)} evaluations")
+        self.results = results
+        self.shapes = shapes
 
 
 @dataclass
 class BucketOutcome:
-    """What one bucket's search produced."""
+    """What the search produced for one bucket."""
 
     group: ShapeGroup
     baseline: dict[str, Any]
@@ -105,207 +93,170 @@ class BucketOutcome:
     evaluations: int
     baseline_values: list[float | None]
     winner_values: list[float | None]
-    results: SearchResults
     validation: SearchValidation
     helion_config: dict[str, Any] | None = None
 
 
-def _quiet(desc: KernelDescription) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    # The objective itself prints nothing (kernel_search.logged_trainable adds the trial log).
-    return make_trainable(desc)
+@dataclass
+class MatrixSearch:
+    """A finished matrix search: its evaluations with their per-shape values, and each bucket's
+    outcome.
+
+    Attributes:
+        results: Every evaluation of the search (the matrix's geometric mean as objective).
+        shapes: Per evaluation (in `results` order), its metric at each shape of the matrix
+            (None where that shape failed).
+        outcomes: One per bucket of the selection rule, in description order.
+    """
+
+    results: SearchResults
+    shapes: list[list[float | None]]
+    outcomes: list[BucketOutcome]
 
 
 def tune_matrix(
     desc: KernelDescription,
     settings: MatrixSettings,
     placement: Placement,
-    run_config: Callable[[str], tune.RunConfig],
+    run_config: tune.RunConfig,
     *,
+    benchmark: Benchmarker | None = None,
     log: Callable[[str], None] = print,
     proceed: Callable[[], bool] | None = None,
-) -> list[BucketOutcome]:
-    """Tune every bucket of the description's matrix on the connected Ray cluster.
+    before_validation: Callable[[], None] | None = None,
+) -> MatrixSearch:
+    """Tune a description's matrix on the connected Ray cluster: one search whose every
+    evaluation times a configuration at every shape, then per bucket the best configuration over
+    all evaluations, re-measured against the baseline.
 
     Args:
         desc: A description with `shapes`.
-        settings: Budgets, transfer and validation.
+        settings: Budget and validation.
         placement: Trial resources (`searchers.kernel_search.placement_on_cluster`).
-        run_config: The Tuner's run configuration for a bucket's name.
+        run_config: The Tuner's run configuration.
+        benchmark: Where candidates are checked and timed (a GPU's benchmark server); None:
+            in each trial's own worker.
         log: Where progress lines go.
-        proceed: Asked after each bucket's search; False stops there (a Ctrl+C, which also
-            ended that bucket's Tune run early).
-
-    Returns:
-        One outcome per bucket, in the order they were tuned.
+        proceed: Asked after the search; False stops there (a Ctrl+C, which also ended the
+            Tune run early).
+        before_validation: Called once the search has ended, before any re-measurement (to
+            stop the benchmark servers, which hold the GPUs that validation needs).
 
     Raises:
         MatrixInterrupted: `proceed` said no; it holds the evaluations so far.
     """
     gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
-    order = schedule(group_shapes(desc))
-    searched: list[_Searched] = []
-    for position, group in enumerate(order):
-        at_first = desc.at_shape(group.shapes[0])
-        space = make_search_space(at_first)
-        points = starting_points(at_first, space)
-        baseline = points[0]
-        if settings.transfer is not None:
-            tuned = [(b.group, b.best()) for b in searched]
-            extra = transfer_points(group, tuned, limit=TRANSFER_POINTS)
-            points += [p for p in extra if p not in points]
-        metric, mode = group_metric(desc, group)
-        baselines = None
-        if len(group.shapes) > 1:
-            baselines = _remote(gpus, _baseline_values, desc, group, baseline)
-        budget = settings.budget_for(position, len(points))
-        log(f"bucket {position + 1}/{len(order)} ({group.label()}): {budget} evaluations")
-        tuner, searcher = kernel_tuner(
-            make_group_trainable(desc, group, baselines, make_trainable=_quiet),
-            placement,
-            space=space,
-            metric=metric,
-            mode=mode,
-            max_evaluations=budget,
-            seed=settings.seed + position,
-            points_to_evaluate=points,
-            run_config=run_config(f"{desc.name}-{position}"),
-        )
-        grid = tuner.fit()
-        rows = [(grid[i].config or {}, grid[i].metrics or {}) for i in range(len(grid))]
-        searched.append(
-            _Searched(group, space, baseline, baselines, searcher.results(), rows, metric)
-        )
-        _stop_unless(proceed, searched, len(order))
-    if settings.transfer is not None:
-        _transfer_back(desc, searched, gpus, log)
-    outcomes = []
-    for bucket in searched:
-        # Validation re-measures on the GPU for minutes: a Ctrl+C skips what is left of it.
-        _stop_unless(proceed, searched, len(order))
-        outcomes.append(_outcome(desc, bucket, settings, gpus))
-    return outcomes
-
-
-def _stop_unless(
-    proceed: Callable[[], bool] | None, searched: list[_Searched], buckets: int
-) -> None:
-    """Raise `MatrixInterrupted` with the evaluations so far when `proceed` says no."""
-    if proceed is not None and not proceed():
-        raise MatrixInterrupted([(b.group.label(), b.results) for b in searched], buckets)
-
-
-@dataclass
-class _Searched:
-    """A bucket after its search (and the backward transfer), before validation."""
-
-    group: ShapeGroup
-    space: SearchSpace
-    baseline: dict[str, Any]
-    baselines: list[float] | None
-    results: SearchResults
-    rows: list[tuple[dict[str, Any], dict[str, Any]]]
-    metric: str
-
-    def best(self) -> dict[str, Any]:
-        best = self.results.best(1)
-        if not best:
-            raise CiqTuneError(f"no candidate of bucket {self.group.label()} compiled and ran")
-        config: dict[str, Any] = best[0].config
-        return config
-
-
-def _transfer_back(
-    desc: KernelDescription, searched: list[_Searched], gpus: int, log: Callable[[str], None]
-) -> None:
-    """Evaluate, at each bucket, the winners of its nearest buckets that it has not evaluated
-    (those tuned after it, mostly): transfer in both directions, `TRANSFER_BACK` evaluations
-    at most per bucket. Each evaluation joins the bucket's results (origin ``transfer``)."""
-    winners = [(b.group, b.best()) for b in searched]
-    planned = []
-    for bucket in searched:
-        seen = [r.config for r in bucket.results.records]
-        others = [(g, c) for g, c in winners if g is not bucket.group and c not in seen]
-        configs = [
-            c
-            for c in transfer_points(bucket.group, others, limit=len(others))
-            if _in_space(bucket.space, c)
-        ][:TRANSFER_BACK]
-        if configs:
-            trainable = make_group_trainable(
-                desc, bucket.group, bucket.baselines, make_trainable=_quiet
-            )
-            planned.append((bucket, trainable, configs))
-    if not planned:
-        return
-    # One task for all buckets: its isolated benchmark worker starts once (~5 s on a GPU).
-    outcomes = _remote(gpus, _evaluate_all, [(t, c) for _, t, c in planned])
-    log(f"transfer back: {sum(len(c) for _, _, c in planned)} winners of neighbours evaluated")
-    for (bucket, _, configs), results in zip(planned, outcomes, strict=True):
-        records = list(bucket.results.records)
-        for config, result in zip(configs, results, strict=True):
-            bucket.rows.append((config, result))
-            value = result.get(bucket.metric)
-            ok = result.get("status") == "ok" and isinstance(value, int | float)
-            ok = ok and math.isfinite(float(value))
-            genes = bucket.space.encode(config, fill_defaults=True)
-            records.append(
-                EvaluationRecord(
-                    candidate_id=len(records),
-                    generation=-1,
-                    config=config,
-                    genes=tuple(genes),
-                    key=bucket.space.key(genes),
-                    origin="transfer",
-                    status="ok" if ok else str(result.get("status", "crash")),
-                    values={bucket.metric: float(value)} if ok else None,
-                    elapsed_s=0.0,
-                )
-            )
-        bucket.results = SearchResults(bucket.results.objectives, records)
-
-
-def _in_space(space: SearchSpace, config: dict[str, Any]) -> bool:
-    """Whether `config` is a feasible point of `space` (Helion spaces differ between shapes)."""
+    at_first = desc.at_shape(desc.matrix()[0])
+    space = make_search_space(at_first)
+    points = starting_points(at_first, space)
+    baseline = points[0]
+    groups = group_shapes(desc)
+    log(
+        f"{desc.name}: {settings.budget} evaluations, each at {len(desc.matrix())} shapes "
+        f"({len(groups)} buckets)"
+    )
+    tuner, searcher = kernel_tuner(
+        make_matrix_trainable(
+            desc, make_trainable=functools.partial(make_trainable, benchmark=benchmark)
+        ),
+        placement,
+        space=space,
+        metric=matrix_metric(desc),
+        mode=desc.mode,
+        max_evaluations=settings.budget,
+        seed=settings.seed,
+        points_to_evaluate=points,
+        run_config=run_config,
+        strategy=settings.strategy,
+    )
     try:
-        return space.is_feasible(space.encode(config, fill_defaults=True))
-    except SpaceError:
-        return False
+        grid = tuner.fit()
+    finally:
+        if before_validation is not None:
+            before_validation()
+    rows = {_config_key(grid[i].config or {}): grid[i].metrics or {} for i in range(len(grid))}
+    results = searcher.results()
+    n = len(desc.matrix())
+    shapes = [
+        shape_values(rows.get(_config_key(r.config), {}), desc.metric, n) for r in results.records
+    ]
+    if proceed is not None and not proceed():
+        raise MatrixInterrupted(results, shapes)
+    base_values: list[float | None] = next(
+        (v for r, v in zip(results.records, shapes, strict=True) if r.config == baseline),
+        [None] * n,
+    )
+    outcomes = []
+    for group in groups:
+        # Validation re-measures on the GPU for minutes: a Ctrl+C skips what is left of it.
+        if proceed is not None and not proceed():
+            raise MatrixInterrupted(results, shapes)
+        ranked = _bucket_results(desc, group, results, shapes, base_values)
+        outcome = _outcome(desc, group, ranked, baseline, base_values, settings, gpus)
+        outcome.helion_config = _helion_config(rows.get(_config_key(outcome.winner), {}))
+        winner_values: list[float | None] = next(
+            (v for r, v in zip(results.records, shapes, strict=True) if r.config == outcome.winner),
+            [None] * n,
+        )
+        outcome.winner_values = [winner_values[i] for i in group.indices]
+        outcomes.append(outcome)
+    return MatrixSearch(results, shapes, outcomes)
 
 
-def _evaluate_all(
-    work: list[tuple[Callable[[dict[str, Any]], dict[str, Any]], list[dict[str, Any]]]],
-) -> list[list[dict[str, Any]]]:
-    """Each trainable's results on its configurations, in order."""
-    return [[trainable(config) for config in configs] for trainable, configs in work]
+def _config_key(config: Any) -> str:
+    return json.dumps(config, sort_keys=True)
+
+
+def _bucket_results(
+    desc: KernelDescription,
+    group: ShapeGroup,
+    results: SearchResults,
+    shapes: list[list[float | None]],
+    baseline: list[float | None],
+) -> SearchResults:
+    """The search's evaluations scored on one bucket (`objectives.matrix.bucket_score`): a
+    configuration is ``ok`` for the bucket when it succeeded at each of its shapes."""
+    records = []
+    for record, values in zip(results.records, shapes, strict=True):
+        score = bucket_score(desc, group, values, baseline)
+        ok = score is not None
+        status = "ok" if ok else (record.status if not record.ok else "shape_failed")
+        records.append(
+            EvaluationRecord(
+                candidate_id=record.candidate_id,
+                generation=record.generation,
+                config=record.config,
+                genes=record.genes,
+                key=record.key,
+                origin=record.origin,
+                status="ok" if ok else status,
+                values={BUCKET_SCORE: float(score)} if score is not None else None,
+                elapsed_s=record.elapsed_s,
+                info=record.info,
+            )
+        )
+    return SearchResults([Objective(name=BUCKET_SCORE, mode="min")], records)
 
 
 def _outcome(
-    desc: KernelDescription, bucket: _Searched, settings: MatrixSettings, gpus: int
+    desc: KernelDescription,
+    group: ShapeGroup,
+    results: SearchResults,
+    baseline: dict[str, Any],
+    base_values: list[float | None],
+    settings: MatrixSettings,
+    gpus: int,
 ) -> BucketOutcome:
-    group, results, baseline, metric = bucket.group, bucket.results, bucket.baseline, bucket.metric
-    validation = _validate(desc, group, results, baseline, bucket.baselines, settings, gpus)
-    winner = _winner(results, validation, baseline)
-    winner_metrics = next((m for c, m in bucket.rows if c == winner), {})
-    baseline_metrics = next((m for c, m in bucket.rows if c == baseline), {})
-    n = len(group.shapes)
+    references = [base_values[i] for i in group.indices]
+    validation = _validate(desc, group, results, baseline, references, settings, gpus)
     return BucketOutcome(
         group=group,
         baseline=baseline,
-        winner=winner,
+        winner=_winner(results, validation, baseline),
         evaluations=len(results.records),
-        baseline_values=(
-            list(bucket.baselines)
-            if bucket.baselines is not None
-            else shape_values({f"{desc.metric}@0": baseline_metrics.get(metric)}, metric, 1)
-        ),
-        winner_values=(
-            shape_values(winner_metrics, desc.metric, n)
-            if n > 1
-            else shape_values({f"{desc.metric}@0": winner_metrics.get(metric)}, metric, 1)
-        ),
-        results=results,
+        baseline_values=references,
+        winner_values=[],
         validation=validation,
-        helion_config=_helion_config(winner_metrics),
     )
 
 
@@ -319,23 +270,12 @@ def _call(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
-def _baseline_values(
-    desc: KernelDescription, group: ShapeGroup, baseline: dict[str, Any]
-) -> list[float]:
-    """The baseline configuration's metric at each shape of a bucket (the reference of the
-    bucket's relative objective)."""
-    values = []
-    for shape in group.shapes:
-        values.append(make_measure(desc.at_shape(shape))(baseline))
-    return values
-
-
 def _validate(
     desc: KernelDescription,
     group: ShapeGroup,
     results: SearchResults,
     baseline: dict[str, Any],
-    baselines: list[float] | None,
+    references: list[float | None],
     settings: MatrixSettings,
     gpus: int,
 ) -> SearchValidation:
@@ -352,7 +292,7 @@ def _validate(
         return SearchValidation(
             outcome="skipped", reason=skip, top_k=settings.validate_top, baseline_config=baseline
         )
-    measure = functools.partial(_measure_group, desc, group, baselines)
+    measure = functools.partial(_measure_group, desc, group, references)
     validate = functools.partial(
         validate_search, k=settings.validate_top, config=settings.validation
     )
@@ -361,20 +301,20 @@ def _validate(
 
 
 def _measure_group(
-    desc: KernelDescription, group: ShapeGroup, baselines: list[float] | None, config: Any
+    desc: KernelDescription, group: ShapeGroup, references: list[float | None], config: Any
 ) -> float:
     """One fresh measurement of a configuration on a bucket: the shape's metric, or the
-    weighted geometric mean of the shapes' metrics relative to the search's baseline values
-    (a fixed scale, so ratios between configurations are those of the bucket's objective)."""
-    if baselines is None:
+    weighted geometric mean of the shapes' metrics relative to the baseline's search values
+    (a fixed scale, so ratios between configurations are those of `bucket_score`)."""
+    if len(group.shapes) == 1:
         return make_measure(desc.at_shape(group.shapes[0]))(config)
     total = sum(s.weight for s in group.shapes)
     log_sum = 0.0
-    for shape, base in zip(group.shapes, baselines, strict=True):
+    for shape, base in zip(group.shapes, references, strict=True):
         value = make_measure(desc.at_shape(shape))(config)
         if value <= 0:
             raise MeasurementError(f"{desc.name}: non-positive {desc.metric}={value} at {shape}")
-        log_sum += shape.weight * math.log(relative(value, base, desc.mode))
+        log_sum += shape.weight * math.log(relative(value, base or 1.0, desc.mode))
     return math.exp(log_sum / total)
 
 
@@ -394,8 +334,6 @@ def _winner(
 
 
 def _helion_config(metrics: dict[str, Any]) -> dict[str, Any] | None:
-    import json
-
     text = metrics.get("helion_config")
     return json.loads(text) if isinstance(text, str) else None
 

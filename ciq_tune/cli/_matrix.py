@@ -1,36 +1,44 @@
-"""`ciq-tune tune` of a description with `shapes`: one search per bucket, with transfer."""
+"""`ciq-tune tune` of a description with `shapes`: one search over the whole matrix, each
+evaluation a configuration at every shape, then each bucket's winner re-measured."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
 from ciq_tune.cli._interrupt import graceful_interrupt
 from ciq_tune.cli._interrupt import report_kept
 from ciq_tune.cli.tune import VALIDATE_TOP
+from ciq_tune.cli.tune import benchmark_pool
 from ciq_tune.cli.tune import place_trials
 from ciq_tune.cli.tune import ray_init
 from ciq_tune.cli.tune import relative_path
+from ciq_tune.cli.tune import search_budget
 from ciq_tune.cli.tune import write_run_settings
-from ciq_tune.errors import CiqTuneError
 
 if TYPE_CHECKING:
     from ray import tune
 
+    from ciq_tune.results import SearchResults
     from ciq_tune.validation import ValidationConfig
     from objectives.description import KernelDescription
-    from searchers.matrix_search import MatrixInterrupted
+
+EVALUATIONS = "evaluations.csv"
+"""The matrix search's evaluations table: one row per configuration, its metric at each shape
+in columns ``<metric>@<i>`` (shapes in description order)."""
 
 
 def tune_matrix_command(
     args: argparse.Namespace, desc: KernelDescription, settings: ValidationConfig
 ) -> int:
-    """Tune every bucket of the matrix and write OUT/<name>.controls.yaml (schema 2, with the
-    matrix) and OUT/evaluations-<i>.csv per bucket, in tuning order."""
+    """Tune the matrix and write OUT/<name>.controls.yaml (schema 2, with the matrix) and
+    OUT/evaluations.csv."""
     import ray
 
     from ciq_tune.controls import controls_file as cf
+    from objectives import make_search_space
     from searchers.interrupt import StopRequested
     from searchers.interrupt import interrupt_tune_run
     from searchers.matrix_search import MatrixInterrupted
@@ -38,64 +46,74 @@ def tune_matrix_command(
     from searchers.matrix_search import controls_record
     from searchers.matrix_search import tune_matrix
 
-    if not 0 < args.transfer <= 1:
-        raise CiqTuneError(f"`--transfer` must be in (0, 1], got {args.transfer}")
+    strategy, budget = search_budget(args, make_search_space(desc.at_shape(desc.matrix()[0])))
     matrix_settings = MatrixSettings(
-        budget=args.budget,
-        transfer=None if args.no_transfer else args.transfer,
+        budget=budget,
         seed=args.seed,
         validate_top=VALIDATE_TOP if args.validate_top is None else args.validate_top,
         validation=settings,
+        strategy=strategy,
     )
     args.out.mkdir(parents=True, exist_ok=True)
     write_run_settings(args)
     started_ray = ray_init(args.address, args.num_cpus, args.verbose)
     try:
-        placement = place_trials(desc.kind, args.trials_per_gpu)
+        pool = benchmark_pool(desc.kind, args.benchmark)
+        placement = place_trials(desc.kind, args.trials_per_gpu, staged=pool is not None)
         with graceful_interrupt(interrupt_tune_run) as interrupt:
-            outcomes = tune_matrix(
-                desc,
-                matrix_settings,
-                placement,
-                lambda n: _run_config(args, n, StopRequested(lambda: interrupt.received)),
-                proceed=lambda: not interrupt.received,
-            )
-    except MatrixInterrupted as stopped:
-        return _report_interrupted(args, stopped)
+            run_config = _run_config(args, desc.name, StopRequested(lambda: interrupt.received))
+            try:
+                search = tune_matrix(
+                    desc,
+                    matrix_settings,
+                    placement,
+                    run_config,
+                    benchmark=pool,
+                    proceed=lambda: not interrupt.received,
+                    before_validation=pool.shutdown if pool is not None else None,
+                )
+            except MatrixInterrupted as stopped:
+                write_matrix_table(args.out, desc, stopped.results, stopped.shapes)
+                records = stopped.results.records
+                return report_kept(
+                    len(records),
+                    sum(1 for r in records if r.ok),
+                    f"{args.out / EVALUATIONS} (no controls file)",
+                    "a multi-shape search does not resume: run `ciq-tune tune` again",
+                )
     finally:
         if started_ray:
             ray.shutdown()
-    for index, outcome in enumerate(outcomes):
-        outcome.results.to_csv(args.out / f"evaluations-{index}.csv")
+    write_matrix_table(args.out, desc, search.results, search.shapes)
+    for outcome in search.outcomes:
         print(
-            f"{outcome.group.label()}: {outcome.evaluations} evaluations; {desc.metric} "
-            f"baseline {_fmt(outcome.baseline_values)} -> {_fmt(outcome.winner_values)} "
-            f"(search values); validation {outcome.validation.outcome}"
+            f"{outcome.group.label()}: {desc.metric} baseline {_fmt(outcome.baseline_values)} "
+            f"-> {_fmt(outcome.winner_values)} (search values); validation "
+            f"{outcome.validation.outcome}"
         )
-    record = controls_record(desc, outcomes, source=relative_path(desc.source, args.out))
+    record = controls_record(desc, search.outcomes, source=relative_path(desc.source, args.out))
     path = cf.write(args.out / f"{desc.name}.controls.yaml", record)
-    total = sum(o.evaluations for o in outcomes)
-    print(f"{total} evaluations over {len(outcomes)} buckets; wrote {path}")
+    print(
+        f"{len(search.results.records)} evaluations, each at {len(desc.matrix())} shapes, "
+        f"{len(search.outcomes)} buckets; wrote {path}"
+    )
     return 0
 
 
-def _report_interrupted(args: argparse.Namespace, stopped: MatrixInterrupted) -> int:
-    """Write the searched buckets' evaluations (OUT/evaluations-<i>.csv, in tuning order, as a
-    finished run) and say what was kept; no controls file. Returns 130."""
-    for index, (_, results) in enumerate(stopped.searched):
-        results.to_csv(args.out / f"evaluations-{index}.csv")
-    records = [r for _, results in stopped.searched for r in results.records]
-    return report_kept(
-        len(records),
-        sum(1 for r in records if r.ok),
-        f"{args.out / 'evaluations-*.csv'} ({len(stopped.searched)} of {stopped.buckets} "
-        "buckets searched; no controls file)",
-        "a multi-shape search does not resume: run `ciq-tune tune` again",
-    )
+def write_matrix_table(
+    out: Path, desc: KernelDescription, results: SearchResults, shapes: list[list[Any]]
+) -> Path:
+    """OUT/evaluations.csv: the search's table with each shape's metric (`EVALUATIONS`)."""
+    table = results.table()
+    for index in range(len(desc.matrix())):
+        table[f"{desc.metric}@{index}"] = [row[index] for row in shapes]
+    path = out / EVALUATIONS
+    table.to_csv(path, index=False)
+    return path
 
 
 def _run_config(args: argparse.Namespace, name: str, stop: tune.Callback) -> tune.RunConfig:
-    """A bucket's RunConfig: `tune`'s tracking and the Ctrl+C hand-over (`stop`)."""
+    """The search's RunConfig: `tune`'s tracking and the Ctrl+C hand-over (`stop`)."""
     from ray import tune
 
     from ciq_tune.tracking import TrackingConfig

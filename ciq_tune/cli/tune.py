@@ -20,6 +20,7 @@ from ciq_tune.cli._options import add_verbose
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
 from ciq_tune.errors import CiqTuneError
+from ciq_tune.errors import SpaceError
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
 
@@ -108,14 +109,6 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         help="timed repetitions of each side per candidate (default %(default)s)",
     )
     parser.add_argument(
-        "--transfer",
-        type=float,
-        default=0.25,
-        metavar="FRACTION",
-        help="a description with `shapes`: each bucket after the first starts from its nearest "
-        "tuned neighbours' winners with FRACTION of --budget (default %(default)s)",
-    )
-    parser.add_argument(
         "--transfer-from",
         type=Path,
         metavar="RUN",
@@ -124,9 +117,10 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         "space are evaluated first (one description without `shapes`)",
     )
     parser.add_argument(
-        "--no-transfer",
+        "--exhaustive",
         action="store_true",
-        help="a description with `shapes`: tune every bucket independently with --budget",
+        help="evaluate every configuration of the listed space once, whatever --budget says "
+        "(a search whose space holds no more configurations than --budget does so anyway)",
     )
     parser.add_argument(
         "--quiet",
@@ -177,6 +171,11 @@ def _tune(args: argparse.Namespace) -> int:
             "`--transfer-from` starts one search of one description: not with --stages, "
             "several descriptions or --shapes"
         )
+    if args.exhaustive and (args.stages or len(args.description) > 1 or args.shapes):
+        raise CiqTuneError(
+            "`--exhaustive` lists one description's space: not with --stages, several "
+            "descriptions or --shapes"
+        )
     if args.stages:
         from ciq_tune.cli._staged import tune_staged_command
 
@@ -225,6 +224,7 @@ def _search(
     from searchers.kernel_search import kernel_tuner
     from searchers.tracking import tracking_callbacks
 
+    strategy, budget = search_budget(args, space)
     write_run_settings(args)
     started_ray = ray_init(args.address, args.num_cpus, args.verbose)
     try:
@@ -238,7 +238,8 @@ def _search(
                 space=space,
                 metric=desc.metric,
                 mode=desc.mode,
-                max_evaluations=args.budget,
+                max_evaluations=budget,
+                strategy=strategy,
                 seed=args.seed,
                 points_to_evaluate=points,
                 transfer_from=args.earlier,
@@ -253,7 +254,7 @@ def _search(
                             search_name=desc.name,
                             started_writer=writer,
                         ),
-                        *progress_callbacks(desc, args.budget, args.quiet),
+                        *progress_callbacks(desc, budget, args.quiet),
                         # A Ctrl+C before Tune's loop listens for a stop is handed over here.
                         StopRequested(lambda: interrupt.received),
                     ],
@@ -554,6 +555,22 @@ VALIDATION_FILE = "validation.json"
 """The end-of-search validation of a `tune` output folder (`ciq-tune report` shows it)."""
 
 
+def search_budget(args: argparse.Namespace, space: Any) -> tuple[str, int]:
+    """The engine strategy and evaluation budget of a search: every configuration of the
+    listed space once with `--exhaustive`, else the default strategy with `--budget`.
+
+    Raises:
+        CiqTuneError: `--exhaustive` on a space that cannot be listed (a continuous
+            parameter, or too many configurations).
+    """
+    if not args.exhaustive:
+        return "auto", args.budget
+    try:
+        return "exhaustive", sum(1 for _ in space.enumerate_genes())
+    except SpaceError as exc:
+        raise CiqTuneError(f"`--exhaustive`: {exc}") from exc
+
+
 def write_run_settings(args: argparse.Namespace) -> None:
     settings = {
         "description": str(args.description.resolve()),
@@ -566,7 +583,7 @@ def write_run_settings(args: argparse.Namespace) -> None:
         "benchmark": args.benchmark,
         "validate_top": args.validate_top,
         "validate_repetitions": args.validate_repetitions,
-        "transfer": None if args.no_transfer else args.transfer,
+        "exhaustive": args.exhaustive,
         "transfer_from": None if args.transfer_from is None else str(args.transfer_from),
         "stages": args.stages,
     }

@@ -1,9 +1,11 @@
-"""Re-measure a matmul matrix tuned with and without transfer against @triton.autotune and cuBLAS.
+"""Re-measure two tunings of a matmul matrix against @triton.autotune and cuBLAS.
 
-    python3 -m ciq_tune.cli tune DESC --out OUT/transfer …            # per-shape, with transfer
-    python3 -m ciq_tune.cli tune DESC --out OUT/independent --no-transfer …
-    python3 scripts/gpu/matrix_shapes.py DESC OUT/transfer/NAME.controls.yaml \
-        OUT/independent/NAME.controls.yaml --rounds 10 --json OUT/matrix.json
+    python3 -m ciq_tune.cli tune DESC --out OUT/search …                 # the default search
+    python3 -m ciq_tune.cli tune DESC --out OUT/exhaustive --exhaustive …  # the reference
+    python3 scripts/gpu/matrix_shapes.py DESC OUT/search/NAME.controls.yaml \
+        OUT/exhaustive/NAME.controls.yaml --rounds 10 --json OUT/matrix.json
+
+The first file's winners are reported as ``transfer`` and the second's as ``independent``.
 
 Per shape, interleaved rounds of the measurement protocol (`objectives.protocol.measure_round`)
 of: the transfer winner launched through `ciq_tune.runtime` (``runtime``) and directly

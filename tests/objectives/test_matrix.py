@@ -1,4 +1,4 @@
-"""Tests of benchmark matrices in descriptions: shapes, selection, buckets, schedule, transfer."""
+"""Tests of benchmark matrices: shapes, selection, buckets, one evaluation at every shape."""
 
 from __future__ import annotations
 
@@ -11,14 +11,9 @@ import yaml
 
 from ciq_tune.errors import DescriptionError
 from objectives.description import load_description
-from objectives.matrix import GROUP_METRIC
-from objectives.matrix import GUARD_STATUS
 from objectives.matrix import combine
 from objectives.matrix import group_shapes
-from objectives.matrix import make_group_trainable
-from objectives.matrix import schedule
 from objectives.matrix import selection_rule
-from objectives.matrix import transfer_points
 
 DATA = Path(__file__).parent / "data"
 
@@ -113,24 +108,6 @@ def test_buckets_per_key_pow2_and_per_shape(tmp_path: Path) -> None:
     assert len(per_shape) == 4 and per_shape[2].key == {"n": 1024, "rows": 100}
 
 
-def test_schedule_starts_at_the_medoid_and_grows_by_nearest(tmp_path: Path) -> None:
-    shapes = [{"rows": r} for r in (1, 4, 16, 64, 256, 1024)]
-    order = schedule(group_shapes(_desc(tmp_path, shapes=shapes)))
-    rows = [g.shapes[0].sizes["rows"] for g in order]
-    assert rows[0] in (16, 64)  # the log-space middle
-    for i in range(1, len(rows)):
-        gaps = [abs(math.log2(rows[i]) - math.log2(r)) for r in rows[:i]]
-        assert min(gaps) == 2.0  # always next to a tuned neighbour (a factor of 4 away)
-
-
-def test_transfer_points_are_nearest_first_and_distinct(tmp_path: Path) -> None:
-    groups = group_shapes(_desc(tmp_path))  # rows 1, 16, 100, 128
-    a, b, c = ({"params": {"BLOCK": v}} for v in (128, 256, 256))
-    tuned = [(groups[0], a), (groups[1], b), (groups[3], c)]
-    assert transfer_points(groups[2], tuned, limit=3) == [c, a]  # rows 128 nearest to 100
-    assert transfer_points(groups[2], tuned, limit=1) == [c]
-
-
 def test_combine_weighted_geomean_and_worst() -> None:
     geomean, worst = combine([1.0, 4.0], [2.0, 2.0], [1.0, 1.0], mode="min")
     assert geomean == pytest.approx(1.0) and worst == pytest.approx(2.0)
@@ -141,31 +118,6 @@ def test_combine_weighted_geomean_and_worst() -> None:
         combine([math.nan], [1.0], [1.0], mode="min")
 
 
-def test_group_trainable_scores_relative_geomean_with_the_worst_shape_guard(
-    tmp_path: Path,
-) -> None:
-    desc = _desc(tmp_path, selection={"mode": "one", "worst_shape_limit": 1.5})
-    (group,) = group_shapes(desc)
-    times = {1: 1.0, 16: 2.0, 100: 3.0, 128: 4.0}
-
-    def fake(shape_desc: Any) -> Any:
-        def run(config: dict[str, Any]) -> dict[str, Any]:
-            scale = config["params"]["BLOCK"] / 128
-            return {"status": "ok", "time_ms": times[shape_desc.sizes["rows"]] * scale}
-
-        return run
-
-    baselines = [1.0, 2.0, 3.0, 4.0]
-    trial = make_group_trainable(desc, group, baselines, make_trainable=fake)
-    same = trial({"params": {"BLOCK": 128}})
-    assert same["status"] == "ok" and same[GROUP_METRIC] == pytest.approx(1.0)
-    assert same["time_ms@3"] == 4.0
-    slow = trial({"params": {"BLOCK": 256}})  # 2x on every shape: past the 1.5 limit
-    assert slow["status"] == GUARD_STATUS and math.isnan(slow[GROUP_METRIC])
-    with pytest.raises(ValueError, match="baseline"):
-        make_group_trainable(desc, group, None, make_trainable=fake)
-
-
 @pytest.mark.parametrize(
     ("name", "n_shapes", "n_buckets"),
     [("matmul_llm", 12, 12), ("matmul_llm_bf16", 12, 12), ("attention_seqlens", 6, 6)],
@@ -173,12 +125,9 @@ def test_group_trainable_scores_relative_geomean_with_the_worst_shape_guard(
 def test_workload_examples_load(name: str, n_shapes: int, n_buckets: int) -> None:
     desc = load_description(DATA.parents[2] / f"examples/kernels/triton/{name}.yaml")
     assert len(desc.matrix()) == n_shapes
-    order = schedule(group_shapes(desc))
-    assert len(order) == n_buckets
-    # Every bucket after the first has a tuned neighbour at most one step of the matrix away
-    # (M goes 1, 16, 128, …: a factor of 16 at most).
-    for i in range(1, len(order)):
-        assert min(order[i].distance(t) for t in order[:i]) <= 4.0
+    groups = group_shapes(desc)
+    assert len(groups) == n_buckets
+    assert sorted(i for g in groups for i in g.indices) == list(range(n_shapes))
 
 
 def test_latency_percentiles_come_with_every_round() -> None:

@@ -1,5 +1,6 @@
-"""End to end on a CPU (Triton's interpreter): a three-shape description tunes with transfer and
-`ciq_tune.runtime` returns each shape's configuration from the controls file."""
+"""End to end on a CPU (Triton's interpreter): a three-shape description tunes in one search, each
+evaluation at every shape, and `ciq_tune.runtime` returns each shape's configuration from the
+controls file."""
 
 from __future__ import annotations
 
@@ -31,12 +32,12 @@ def _description(tmp_path: Path, **overrides: object) -> Path:
 
 
 @pytest.mark.slow
-def test_three_shapes_tune_end_to_end_and_load_per_shape(
+def test_three_shapes_tune_in_one_search_and_load_per_shape(
     ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     out = tmp_path / "out"
-    args = ["--budget", "4", "--transfer", "0.5", "--num-cpus", "2", "--tracking", "none"]
+    args = ["--budget", "4", "--num-cpus", "2", "--tracking", "none"]
     status = main(
         ["tune", str(_description(tmp_path)), *args, "--validate-top", "0", "--out", str(out)]
     )
@@ -51,13 +52,16 @@ def test_three_shapes_tune_end_to_end_and_load_per_shape(
         {k: v for k, v in s.items() if k != "weight"} for s in SHAPES
     ]
     assert [e["shapes"][0]["weight"] for e in matrix["entries"]] == [1.0, 2.0, 1.0]
-    # Transfer: the first bucket searched (the medoid, n_cols=64) gets the full budget, the
-    # other two half of it, but at least their starting points (baseline, a neighbour's
-    # winner) and one more; then each evaluates the others' winners it has not seen (<= 2).
-    evaluations = [e["evaluations"] for e in matrix["entries"]]
-    assert 4 <= evaluations[1] <= 6 and all(3 <= n <= 5 for n in evaluations[::2])
-    for entry in matrix["entries"]:
-        assert entry["shapes"][0]["baseline"] > 0 and entry["shapes"][0]["best"] > 0
+    # One search of 4 evaluations, each at the three shapes: every bucket chose from all 4.
+    assert [e["evaluations"] for e in matrix["entries"]] == [4, 4, 4]
+    with (out / "evaluations.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 4
+    for entry_index, entry in enumerate(matrix["entries"]):
+        column = [float(r[f"time_ms@{entry_index}"]) for r in rows if r["status"] == "ok"]
+        assert entry["shapes"][0]["baseline"] > 0
+        # Each bucket's winner is the fastest evaluation at its shape.
+        assert entry["shapes"][0]["best"] == pytest.approx(min(column))
     tuned = load(path)
     for entry in matrix["entries"]:
         sizes = entry["shapes"][0]["sizes"]
@@ -75,6 +79,24 @@ def test_three_shapes_tune_end_to_end_and_load_per_shape(
         )
         == 0
     )
+
+
+@pytest.mark.slow
+def test_a_space_no_larger_than_the_budget_is_enumerated_once(
+    ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    # BLOCK (3 values) x num_warps (the catalog's values): fewer than the budget of 40.
+    out = tmp_path / "out"
+    args = ["--budget", "40", "--num-cpus", "2", "--tracking", "none", "--validate-top", "0"]
+    assert main(["tune", str(_description(tmp_path)), *args, "--out", str(out)]) == 0
+    with (out / "evaluations.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    configs = [r["config_json"] for r in rows]
+    assert len(configs) == len(set(configs)) < 40
+    blocks = {r["config/params/BLOCK"] for r in rows}
+    warps = {r.get("config/controls/triton/num_warps", "") for r in rows}
+    assert len(configs) == len(blocks) * len(warps)
 
 
 @pytest.mark.slow
@@ -96,7 +118,7 @@ def test_one_configuration_for_the_matrix_is_validated_on_every_shape(
     (entry,) = matrix["entries"]
     assert [s["weight"] for s in entry["shapes"]] == [1.0, 3.0]
     assert all(s["baseline"] > 0 and s["best"] > 0 for s in entry["shapes"])
-    # The bucket's search ranked candidates by the relative geomean and re-measured the best
+    # The bucket's candidates were ranked by the relative geomean and the best re-measured
     # against the baseline on both shapes.
     assert entry["validation"]["outcome"] in ("kept", "baseline")
     assert entry["validation"]["candidates"][0]["baseline"]["n"] == 5
@@ -108,14 +130,14 @@ def test_one_configuration_for_the_matrix_is_validated_on_every_shape(
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_the_searched_buckets_evaluations_and_exits_130(
+def test_ctrl_c_keeps_the_matrix_searchs_evaluations_and_exits_130(
     ray_cluster: None,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    # 125 configurations, so the first bucket's search is still running at its first result.
+    # 125 configurations, so the search is still running at its first result.
     wide = {
         "params": {"BLOCK": {"ordinal": [8, 16, 32, 64, 128]}},
         "controls": {"triton": {"include": ["num_warps", "num_stages"]}},
@@ -123,7 +145,7 @@ def test_ctrl_c_keeps_the_searched_buckets_evaluations_and_exits_130(
     description = _description(tmp_path, **wide)
     out = tmp_path / "out"
     args = ["--budget", "60", "--num-cpus", "2", "--tracking", "none", "--out", str(out)]
-    # Ctrl+C as the first bucket's first trial completes (Tune's own files show up late).
+    # Ctrl+C as the first trial completes (Tune's own files show up late).
     sigint = SigintAtFirstResult()
     run_config = _matrix._run_config
 
@@ -135,12 +157,15 @@ def test_ctrl_c_keeps_the_searched_buckets_evaluations_and_exits_130(
     assert main(["tune", str(description), *args]) == 130
     assert sigint.sent
     printed = capsys.readouterr().out
-    kept = re.search(r"interrupted: (\d+) evaluations .*\(1 of 3 buckets searched", printed)
+    kept = re.search(
+        r"interrupted: (\d+) evaluations .*evaluations.csv \(no controls file\)", printed
+    )
     assert kept is not None, printed
     assert "a multi-shape search does not resume" in printed
-    with (out / "evaluations-0.csv").open() as handle:
-        assert 0 < int(kept.group(1)) == sum(1 for _ in csv.DictReader(handle)) < 60
-    assert not (out / "evaluations-1.csv").exists()
+    with (out / "evaluations.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert 0 < int(kept.group(1)) == len(rows) < 60
+    assert all(f"time_ms@{i}" in rows[0] for i in range(3))
     assert not (out / "row_scale.controls.yaml").exists()  # no winner from a partial search
     assert main(["resume", str(out)]) == 2
     assert "a multi-shape search (`shapes`" in capsys.readouterr().err
