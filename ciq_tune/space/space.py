@@ -231,16 +231,72 @@ class SearchSpace:
                 f"the space has {self.cardinality():.3g} combinations, more than {MAX_ENUMERATION} "
                 "that may be enumerated"
             )
-        states = []
-        for leaf in self.leaves:
-            own = [
-                leaf.param.default_present(),
-                *leaf.param.neighbors(leaf.param.default_present(), radius=MAX_ENUMERATION),
-            ]
-            states.append(sorted(set(own), key=lambda g: (g is None, g)))
-        for genes in itertools.product(*states):
+        for genes in itertools.product(*self._states()):
             if self.is_feasible(genes):
                 yield genes
+
+    def enumerate_genes(
+        self, limit: int = MAX_ENUMERATION, *, start: int = 0
+    ) -> Iterator[tuple[int, Genes]]:
+        """Every distinct feasible configuration's genes, once each, in a fixed order.
+
+        The rows of the product of every parameter's states (`iter_genes`' order) are numbered
+        from 0. A row is yielded with its number when it is feasible and each parameter it
+        leaves inactive (a `conditional` whose condition fails) sits at its first state: rows
+        that decode to the same configuration (equal `key`) differ only in inactive genes, so
+        each configuration comes once, with no set of keys kept, and a listing can resume
+        from a row number (an engine's cursor) without replaying the rows before it.
+
+        Args:
+            limit: most rows (gene combinations before constraints) the space may have.
+            start: the first row looked at; `start=row + 1` resumes after a yielded `row`.
+
+        Raises:
+            SpaceError: the space has a continuous parameter or more than `limit` rows (raised
+                by this call, before the first row).
+        """
+        for leaf in self.leaves:
+            if leaf.param.is_continuous:
+                raise SpaceError(
+                    f"cannot enumerate the space: parameter `{leaf.key}` is continuous "
+                    f"({leaf.param.kind}), and only spaces of listed values can be enumerated"
+                )
+        if self.cardinality() > limit:
+            raise SpaceError(
+                f"cannot enumerate the space: it has {self.cardinality():.4g} gene combinations "
+                f"before constraints, more than limit={limit}"
+            )
+        return self._distinct_rows(start)
+
+    def _distinct_rows(self, start: int) -> Iterator[tuple[int, Genes]]:
+        states = self._states()
+        # Per parameter: its flat key, its parameter, its conditions, its first state.
+        plan = [
+            (leaf.key, leaf.param, leaf.conditions, s[0])
+            for leaf, s in zip(self.leaves, states, strict=True)
+        ]
+        rows = itertools.islice(itertools.product(*states), start, None)  # skipped in C
+        for row, genes in enumerate(rows, start):
+            flat: dict[str, Any] = {}  # `flat(genes)`, built as the row is checked
+            for (key, param, conditions, first), gene in zip(plan, genes, strict=True):
+                if conditions and not all(c.holds(flat) for c in conditions):
+                    if gene != first:  # an inactive gene off its first state: a repeat
+                        break
+                elif gene is not KNOCKED_OUT:
+                    flat[key] = param.decode(gene)
+            else:
+                if all(c.holds(flat) for c in self.constraints):
+                    yield row, genes
+
+    def _states(self) -> list[list[Gene]]:
+        """Every gene of each parameter (a discrete space's), in order, knocked out last."""
+        states = []
+        for leaf in self.leaves:
+            present = leaf.param.default_present()
+            reach = int(min(leaf.param.cardinality(), sys.maxsize))
+            own = {present, *leaf.param.neighbors(present, radius=reach)}
+            states.append(sorted(own, key=lambda g: (g is None, g)))
+        return states
 
     def sample(self, n: int, *, seed: int | None = None) -> list[Any]:
         """Draw `n` distinct feasible configurations without evaluating them."""
