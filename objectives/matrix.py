@@ -101,13 +101,15 @@ def relative(value: float, baseline: float, mode: str) -> float:
 
 
 def geomean(values: Sequence[float], weights: Sequence[float]) -> float:
-    """The weighted geometric mean of positive finite `values`.
+    """The weighted geometric mean of non-negative finite `values` (0 when one of them is 0).
 
     Raises:
-        ValueError: a value is not a positive finite number.
+        ValueError: a value is negative or not finite.
     """
-    if any(not (math.isfinite(v) and v > 0) for v in values):
-        raise ValueError(f"per-shape values must be positive and finite, got {list(values)}")
+    if any(not (math.isfinite(v) and v >= 0) for v in values):
+        raise ValueError(f"per-shape values must be non-negative and finite, got {list(values)}")
+    if any(v == 0 for v in values):
+        return 0.0
     total = sum(weights)
     return math.exp(sum(w * math.log(v) for w, v in zip(weights, values, strict=True)) / total)
 
@@ -126,7 +128,9 @@ def combine(
     """
     rel = []
     for value, base in zip(values, baselines, strict=True):
-        if not (math.isfinite(value) and math.isfinite(base) and value > 0 and base > 0):
+        # A minimised 0 is as good as it gets; a maximised 0 has no ratio to its baseline.
+        valid = value >= 0 if mode == "min" else value > 0
+        if not (math.isfinite(value) and math.isfinite(base) and valid and base > 0):
             raise ValueError(f"per-shape values must be positive and finite, got {value}/{base}")
         rel.append(relative(value, base, mode))
     return geomean(rel, weights), max(rel)
@@ -274,7 +278,7 @@ def make_matrix_trainable(
         make_trainable: ``objectives.make_trainable`` (with the benchmark server bound),
             injected to keep imports down.
     """
-    if desc.kind in NATIVE_MATRIX_KINDS:
+    if desc.kind in NATIVE_MATRIX_KINDS or not desc.shapes:
         return make_trainable(desc)
     per_shape = [make_trainable(desc.at_shape(s)) for s in desc.matrix()]
     return functools.partial(_each_shape, desc, per_shape)
@@ -324,8 +328,11 @@ def bucket_score(
     limit = math.inf
     if desc.selection is not None and desc.selection.mode != "per_shape":
         limit = desc.selection.worst_shape_limit
-    if any(b is None for b in base):
+    if any(b is None or b <= 0 for b in base):
+        # No ratio to the baseline: the plain geometric mean, for every candidate alike.
         base, limit = [1.0] * len(mine), math.inf
+    if desc.mode == "max" and any(v == 0 for v in mine):
+        return None  # infinitely worse than the baseline
     score, worst = combine(
         [float(v) for v in mine if v is not None],
         [float(b) for b in base if b is not None],

@@ -49,12 +49,17 @@ from objectives import load_description
 from objectives import make_search_space
 from objectives import starting_points
 from objectives._stages import Benchmarker
+from objectives.matrix import make_matrix_trainable
+from objectives.matrix import matrix_metric
 from searchers.interrupt import StopRequested
 from searchers.kernel_search import kernel_trainable
 from searchers.kernel_search import kernel_tuner
 from searchers.kernel_search import placement_on_cluster
 from searchers.kernel_search import start_benchmark_pool
 from searchers.kernel_search import uses_benchmark_pool
+from searchers.matrix_search import per_shape_values
+from searchers.matrix_search import trial_metrics
+from searchers.matrix_search import write_matrix_table
 from searchers.placement import search_throughput
 from searchers.tracking import tracking_callbacks
 
@@ -100,7 +105,7 @@ class SearchSpec(BaseModel):
         seed: Search seed.
         name: Name of the search (default: the description's name), unique in the campaign.
         shape: Sizes of one shape to tune at (`KernelDescription.at_shape`); None: the
-            description's `sizes` (a description with a `shapes` matrix needs one).
+            description as it is (with a `shapes` matrix: every evaluation at every shape).
         time_limit_s: Wall-clock limit of this search, in place of the campaign's
             `CampaignConfig.search_timeout_s`.
         objective: ``"module:function"`` of a factory ``f(description) -> trainable`` that
@@ -153,8 +158,10 @@ def expand_searches(
     budget: int = 50,
     seed: int = 0,
 ) -> list[SearchSpec]:
-    """The searches of descriptions × shapes: one per description, or with `shapes`, one per
-    selected shape of each description's matrix (`KernelDescription.matrix`).
+    """The searches of descriptions × shapes: one per description (a description with a
+    `shapes` matrix is one search of the whole matrix, each evaluation at every shape), or
+    with `shapes`, one search per selected shape of each description's matrix
+    (`KernelDescription.matrix`).
 
     Args:
         descriptions: Description files.
@@ -164,9 +171,7 @@ def expand_searches(
         seed: Seed of every search.
 
     Raises:
-        ValueError: a description has a `shapes` matrix and `shapes` is None (a matrix is
-            tuned as one search with transfer by ``ciq-tune tune`` alone, or per shape here),
-            or a label matches no shape of any description.
+        ValueError: a label matches no shape of any description.
     """
     specs: list[SearchSpec] = []
     matched: set[str] = set()
@@ -175,11 +180,6 @@ def expand_searches(
         path = Path(given).resolve()
         desc = load_description(path)
         if shapes is None:
-            if desc.shapes:
-                raise ValueError(
-                    f"{path}: has a `shapes` matrix; pass shapes ('all' or labels such as "
-                    f"{desc.matrix()[0].label()!r}) to tune it shape by shape in the campaign"
-                )
             specs.append(SearchSpec(description=path, budget=budget, seed=seed))
             continue
         for shape in desc.matrix():
@@ -316,7 +316,9 @@ def _objective(
     the whole Ray job, so two searches' trainables of one name would replace each other (and
     the dashboard shows trial actors by this name)."""
     if spec.objective is None:
-        inner = kernel_trainable(desc, benchmark=benchmark)
+        inner = make_matrix_trainable(
+            desc, make_trainable=functools.partial(kernel_trainable, benchmark=benchmark)
+        )
     else:
         module, _, function = spec.objective.partition(":")
         factory: Callable[[Any], Any] = getattr(importlib.import_module(module), function)
@@ -345,8 +347,11 @@ def run_search(
         The search's row of the campaign table (see `TABLE`).
     """
     desc = _description(spec)
-    space = make_search_space(desc)
-    points = starting_points(desc, space)
+    # A matrix's configurations are those of its first shape (every shape's, but Helion's).
+    at_first = desc.at_shape(desc.matrix()[0])
+    space = make_search_space(at_first)
+    points = starting_points(at_first, space)
+    metric = matrix_metric(desc) if desc.shapes else desc.metric
     out = config.out.resolve()
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -360,7 +365,7 @@ def run_search(
         _objective(spec, name, desc, benchmark),
         placement,
         space=space,
-        metric=desc.metric,
+        metric=metric,
         mode=desc.mode,
         max_evaluations=spec.budget,
         seed=spec.seed,
@@ -374,7 +379,7 @@ def run_search(
             stop=None if limit_s is None else TimeoutStopper(limit_s),
             callbacks=[
                 *tracking_callbacks(tracking, run_dir=out, search_name=name),
-                _Progress(progress, name, desc.metric),
+                _Progress(progress, name, metric),
                 StopRequested(StoppingPoll(progress), every_s=_POLL_S),
             ],
         ),
@@ -383,7 +388,11 @@ def run_search(
     grid = tuner.fit()
     wall_s = time.perf_counter() - started
     results = searcher.results()
-    results.to_csv(run_dir / "evaluations.csv")
+    if desc.shapes:
+        shapes = per_shape_values(desc, results, trial_metrics(grid))
+        write_matrix_table(run_dir / "evaluations.csv", desc, results, shapes)
+    else:
+        results.to_csv(run_dir / "evaluations.csv")
     trials = [grid[i].metrics or {} for i in range(len(grid))]
     summary = search_throughput(
         trials, wall_s=wall_s, gpus=placement.gpus, concurrency=trials_at_a_time
@@ -391,7 +400,7 @@ def run_search(
     (run_dir / "throughput.json").write_text(json.dumps(summary, indent=1, default=str))
     ok = [(r.config, r.values) for r in results.records if r.ok and r.values is not None]
     sign = 1 if desc.mode == "min" else -1
-    best = min(ok, key=lambda cv: sign * cv[1][desc.metric], default=None)
+    best = min(ok, key=lambda cv: sign * cv[1][metric], default=None)
     base = next((v for c, v in ok if c == points[0]), None)
     row: dict[str, Any] = {
         "name": name,
@@ -404,9 +413,9 @@ def run_search(
         "budget": spec.budget,
         "evaluations": len(results.records),
         "ok": len(ok),
-        "metric": desc.metric,
-        "baseline": None if base is None else base[desc.metric],
-        "best": None if best is None else best[1][desc.metric],
+        "metric": metric,
+        "baseline": None if base is None else base[metric],
+        "best": None if best is None else best[1][metric],
         "wall_s": round(wall_s, 3),
         "evals_per_s": round(len(results.records) / wall_s, 4),
         "best_config": None if best is None else json.dumps(best[0], sort_keys=True),

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -174,12 +175,10 @@ def tune_matrix(
     finally:
         if before_validation is not None:
             before_validation()
-    rows = {_config_key(grid[i].config or {}): grid[i].metrics or {} for i in range(len(grid))}
+    rows = trial_metrics(grid)
     results = searcher.results()
     n = len(desc.matrix())
-    shapes = [
-        shape_values(rows.get(_config_key(r.config), {}), desc.metric, n) for r in results.records
-    ]
+    shapes = per_shape_values(desc, results, rows)
     if proceed is not None and not proceed():
         raise MatrixInterrupted(results, shapes)
     base_values: list[float | None] = next(
@@ -201,6 +200,34 @@ def tune_matrix(
         outcome.winner_values = [winner_values[i] for i in group.indices]
         outcomes.append(outcome)
     return MatrixSearch(results, shapes, outcomes)
+
+
+def trial_metrics(grid: tune.ResultGrid) -> dict[str, dict[str, Any]]:
+    """Each trial's last result, by its configuration (`_config_key`)."""
+    return {_config_key(grid[i].config or {}): grid[i].metrics or {} for i in range(len(grid))}
+
+
+def per_shape_values(
+    desc: KernelDescription, results: SearchResults, rows: dict[str, dict[str, Any]]
+) -> list[list[float | None]]:
+    """Per evaluation of `results`, its metric at each shape of the matrix (None where that
+    shape failed), read from the trials' results (`trial_metrics`)."""
+    n = len(desc.matrix())
+    return [
+        shape_values(rows.get(_config_key(r.config), {}), desc.metric, n) for r in results.records
+    ]
+
+
+def write_matrix_table(
+    path: Path, desc: KernelDescription, results: SearchResults, shapes: list[list[Any]]
+) -> Path:
+    """The search's evaluations table with each shape's metric in a column ``<metric>@<i>``
+    (shapes in description order)."""
+    table = results.table()
+    for index in range(len(desc.matrix())):
+        table[f"{desc.metric}@{index}"] = [row[index] for row in shapes]
+    table.to_csv(path, index=False)
+    return path
 
 
 def _config_key(config: Any) -> str:

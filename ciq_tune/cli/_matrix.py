@@ -4,7 +4,6 @@ evaluation a configuration at every shape, then each bucket's winner re-measured
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -21,7 +20,6 @@ from ciq_tune.cli.tune import write_run_settings
 if TYPE_CHECKING:
     from ray import tune
 
-    from ciq_tune.results import SearchResults
     from ciq_tune.validation import ValidationConfig
     from objectives.description import KernelDescription
 
@@ -45,6 +43,7 @@ def tune_matrix_command(
     from searchers.matrix_search import MatrixSettings
     from searchers.matrix_search import controls_record
     from searchers.matrix_search import tune_matrix
+    from searchers.matrix_search import write_matrix_table
 
     strategy, budget = search_budget(args, make_search_space(desc.at_shape(desc.matrix()[0])))
     matrix_settings = MatrixSettings(
@@ -73,7 +72,7 @@ def tune_matrix_command(
                     before_validation=pool.shutdown if pool is not None else None,
                 )
             except MatrixInterrupted as stopped:
-                write_matrix_table(args.out, desc, stopped.results, stopped.shapes)
+                write_matrix_table(args.out / EVALUATIONS, desc, stopped.results, stopped.shapes)
                 records = stopped.results.records
                 return report_kept(
                     len(records),
@@ -84,7 +83,7 @@ def tune_matrix_command(
     finally:
         if started_ray:
             ray.shutdown()
-    write_matrix_table(args.out, desc, search.results, search.shapes)
+    write_matrix_table(args.out / EVALUATIONS, desc, search.results, search.shapes)
     for outcome in search.outcomes:
         print(
             f"{outcome.group.label()}: {desc.metric} baseline {_fmt(outcome.baseline_values)} "
@@ -98,18 +97,6 @@ def tune_matrix_command(
         f"{len(search.outcomes)} buckets; wrote {path}"
     )
     return 0
-
-
-def write_matrix_table(
-    out: Path, desc: KernelDescription, results: SearchResults, shapes: list[list[Any]]
-) -> Path:
-    """OUT/evaluations.csv: the search's table with each shape's metric (`EVALUATIONS`)."""
-    table = results.table()
-    for index in range(len(desc.matrix())):
-        table[f"{desc.metric}@{index}"] = [row[index] for row in shapes]
-    path = out / EVALUATIONS
-    table.to_csv(path, index=False)
-    return path
 
 
 def _run_config(args: argparse.Namespace, name: str, stop: tune.Callback) -> tune.RunConfig:

@@ -133,6 +133,8 @@ def test_matrix_result_needs_every_shape_for_the_geomean(tmp_path: Path) -> None
     desc = _matrix(tmp_path, "row_scale_kernel", (16,))
     both = matrix_result(desc, [{"status": "ok", "time_ms": 2.0}, {"status": "ok", "time_ms": 8.0}])
     assert both["status"] == "ok" and both["time_ms_geomean"] == pytest.approx(4.0)
+    zero = matrix_result(desc, [{"status": "ok", "time_ms": 0.0}, {"status": "ok", "time_ms": 8.0}])
+    assert zero["status"] == "ok" and zero["time_ms_geomean"] == 0.0
     nan = matrix_result(
         desc, [{"status": "ok", "time_ms": 2.0}, {"status": "ok", "time_ms": math.nan}]
     )
@@ -150,6 +152,8 @@ def test_bucket_scores_are_relative_to_the_baseline_with_the_guard(tmp_path: Pat
     assert bucket_score(one, group, [0.5, 1.0, None, 2.0], base) is None  # a shape failed
     # A baseline that failed at a shape: the plain geometric mean, no guard.
     assert bucket_score(one, group, [1.0, 1.0, 1.0, 16.0], [1.0, None, 1.0, 1.0]) == 2.0
+    # A minimised metric of 0 (no spilled bytes, say) is a ratio of 0, the best there is.
+    assert bucket_score(one, group, [0.0, 1.0, 1.5, 2.0], base) == 0.0
     per_shape = group_shapes(_matrix(tmp_path, "row_scale_kernel", (16, 64)))
     assert len(per_shape) == 4
     assert bucket_score(one, per_shape[3], [9.0, 9.0, 9.0, 2.0], base) == pytest.approx(0.5)

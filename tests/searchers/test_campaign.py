@@ -144,6 +144,29 @@ def test_triton_searches_compile_in_trials_and_share_one_benchmark_server(
     assert throughput["evaluations"] == 3 and throughput["mean_s"]["compile_s"] > 0
 
 
+@pytest.mark.slow
+def test_a_matrix_in_a_campaign_is_one_search_timed_at_every_shape(
+    ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.objectives.data.row_scale_description import row_scale_description
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    shapes = [{"rows": 2, "n_cols": 16}, {"rows": 4, "n_cols": 64}, {"rows": 2, "n_cols": 256}]
+    matrix = row_scale_description(tmp_path, shapes=shapes)
+    config = CampaignConfig(out=tmp_path / "out", benchmark="per-gpu", tracking="none")
+    (row,) = run_campaign(expand_searches([matrix], budget=3), config)
+    assert (row["status"], row["ok"], row["metric"]) == ("done", 3, "time_ms_geomean"), row
+    with (tmp_path / "out/row_scale/evaluations.csv").open() as handle:
+        evaluations = list(csv.DictReader(handle))
+    assert len(evaluations) == 3
+    for evaluation in evaluations:
+        times = [float(evaluation[f"time_ms@{i}"]) for i in range(3)]
+        assert all(t > 0 for t in times)
+        assert float(evaluation["time_ms_geomean"]) == pytest.approx(
+            (times[0] * times[1] * times[2]) ** (1 / 3)
+        )
+
+
 def test_descriptions_times_shapes_give_one_search_per_shape() -> None:
     matrix = ROOT / "examples/kernels/triton/matmul_llm.yaml"
     every = expand_searches([matrix, SPILL], shapes=["all"], budget=5)
@@ -156,8 +179,9 @@ def test_descriptions_times_shapes_give_one_search_per_shape() -> None:
     assert [s.shape for s in picked] == [shapes[2].sizes]
     with pytest.raises(ValueError, match="match no shape"):
         expand_searches([matrix], shapes=["M=3"])
-    with pytest.raises(ValueError, match="has a `shapes` matrix"):
-        expand_searches([matrix])
+    # Without `shapes`, a matrix is one search, each evaluation at every shape.
+    (whole,) = expand_searches([matrix])
+    assert whole.shape is None and whole.name is None
 
 
 @pytest.mark.slow
