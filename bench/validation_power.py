@@ -10,6 +10,10 @@ replacement; the 3 % case divides the candidate's rounds by 1.03.
 
     python -m bench.validation_power --trials 500 --out docs/validation_power.json
     python -m bench.validation_power --recorded docs/data/h200_trust_*.json --trials 1000
+
+Interleaved comparisons run `ciq_tune.validation.validate`, the sequential comparison that
+stops at its first deciding look (`--looks`; 1 is one test at the end); each row reports the
+mean timed rounds taken.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from scipy import stats
 
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import compare_samples
-from ciq_tune.validation import measure_interleaved
+from ciq_tune.validation import validate
 
 # Coefficient of variation of repeated do_bench(rep=50) of a Triton matmul on an H100.
 H100_CV = 0.025
@@ -83,8 +87,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 
 def trial(
     scenario: str, ratio: float, config: ValidationConfig, seed: int, interleaved: bool
-) -> bool:
-    """One synthetic validation; True when the candidate is KEPT."""
+) -> tuple[bool, int]:
+    """One synthetic validation: whether the candidate is KEPT, and the timed rounds it took
+    (interleaved: `ciq_tune.validation.validate`, stopping at the first look that decides)."""
     machine = NoisyMachine(
         np.random.default_rng(seed),
         calls=2 * (config.warmup + config.repetitions),
@@ -93,7 +98,8 @@ def trial(
     base = machine.timer(BASE_MS)
     cand = machine.timer(BASE_MS / ratio)
     if interleaved:
-        b, c = measure_interleaved(base, cand, warmup=config.warmup, repetitions=config.repetitions)
+        result = validate(base, cand, config=config)
+        return result.kept, result.baseline.n
     else:
         # All of A, then all of B: what a naive re-measurement does.
         for _ in range(config.warmup):
@@ -102,9 +108,7 @@ def trial(
         for _ in range(config.warmup):
             cand()
         c = [cand() for _ in range(config.repetitions)]
-    return compare_samples(
-        b, c, config=config, measurement="interleaved" if interleaved else "samples"
-    ).kept
+    return compare_samples(b, c, config=config, measurement="samples").kept, config.repetitions
 
 
 def recorded_pairs(paths: list[Path]) -> list[np.ndarray]:
@@ -118,8 +122,9 @@ def recorded_pairs(paths: list[Path]) -> list[np.ndarray]:
     return pools
 
 
-def replay(pool: np.ndarray, ratio: float, config: ValidationConfig, seed: int) -> bool:
-    """One validation on recorded pairs of identical configurations; True when KEPT.
+def replay(pool: np.ndarray, ratio: float, config: ValidationConfig, seed: int) -> tuple[bool, int]:
+    """One validation (`ciq_tune.validation.validate`, no warm-up: recorded rounds are warm)
+    on recorded pairs of identical configurations: whether it was KEPT, and the rounds taken.
 
     A pool at least twice as long as `config.repetitions` gives a block of consecutive rounds at
     a random start (drift and serial correlation kept, no round used twice); a shorter pool is
@@ -133,42 +138,58 @@ def replay(pool: np.ndarray, ratio: float, config: ValidationConfig, seed: int) 
         rows = pool[start : start + n]
     else:
         rows = pool[rng.integers(0, len(pool), size=n)]
-    return compare_samples(
-        rows[:, 0].tolist(), (rows[:, 1] / ratio).tolist(), config=config, measurement="interleaved"
-    ).kept
+    base, cand = iter(rows[:, 0].tolist()), iter((rows[:, 1] / ratio).tolist())
+    result = validate(
+        lambda: next(base), lambda: next(cand), config=config.model_copy(update={"warmup": 0})
+    )
+    return result.kept, result.baseline.n
 
 
 def replay_rates(
-    paths: list[Path], trials: int, repetitions: list[int], min_speedup: float = 1.0
+    paths: list[Path],
+    trials: int,
+    repetitions: list[int],
+    min_speedup: float = 1.0,
+    looks: list[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """False-accept and false-reject rates per repetition count, trials spread over kernels."""
+    """False-accept and false-reject rates and mean rounds per repetition count and number of
+    looks, trials spread over kernels."""
     pools = recorded_pairs(paths)
     rows = []
     for reps in repetitions:
-        config = ValidationConfig(repetitions=reps, min_speedup=min_speedup)
-        row: dict[str, Any] = {
-            "scenario": "recorded",
-            "repetitions": reps,
-            "min_speedup": min_speedup,
-            "kernels": len(pools),
-        }
-        for label, ratio in (("false_accept", 1.0), ("false_reject", TRUE_SPEEDUP)):
-            kept = sum(
-                replay(pools[seed % len(pools)], ratio, config, seed) for seed in range(trials)
-            )
-            row[label] = rate(kept if ratio == 1.0 else trials - kept, trials)
-        cv = [float(np.std(np.log(p[:, 0] / p[:, 1]), ddof=1)) for p in pools]
-        row["pair_log_ratio_sd"] = cv
-        rows.append(row)
-        fa, fr = row["false_accept"], row["false_reject"]
-        print(
-            f"recorded ({len(pools)} kernels) n={reps:3d} min_speedup {min_speedup:g}  "
-            f"false accept {100 * fa['rate']:5.1f}% "
-            f"[{100 * fa['ci_low']:.1f}, {100 * fa['ci_high']:.1f}]  false reject "
-            f"{100 * fr['rate']:5.1f}% [{100 * fr['ci_low']:.1f}, {100 * fr['ci_high']:.1f}]",
-            flush=True,
-        )
+        for n_looks in looks or [ValidationConfig().looks]:
+            config = ValidationConfig(repetitions=reps, min_speedup=min_speedup, looks=n_looks)
+            row: dict[str, Any] = {
+                "scenario": "recorded",
+                "repetitions": reps,
+                "looks": len(config.look_rounds()),
+                "min_speedup": min_speedup,
+                "kernels": len(pools),
+            }
+            for label, ratio in (("false_accept", 1.0), ("false_reject", TRUE_SPEEDUP)):
+                outcomes = [
+                    replay(pools[seed % len(pools)], ratio, config, seed) for seed in range(trials)
+                ]
+                kept = sum(k for k, _ in outcomes)
+                row[label] = rate(kept if ratio == 1.0 else trials - kept, trials)
+                row[f"{label}_mean_rounds"] = float(np.mean([n for _, n in outcomes]))
+            cv = [float(np.std(np.log(p[:, 0] / p[:, 1]), ddof=1)) for p in pools]
+            row["pair_log_ratio_sd"] = cv
+            rows.append(row)
+            print(f"recorded ({len(pools)} kernels) {_line(row)} min_speedup {min_speedup:g}")
     return rows
+
+
+def _line(row: dict[str, Any]) -> str:
+    """One printed row: rounds, looks, both error rates with their intervals, mean rounds."""
+    fa, fr = row["false_accept"], row["false_reject"]
+    return (
+        f"n={row['repetitions']:3d} looks={row['looks']}  false accept "
+        f"{100 * fa['rate']:5.1f}% [{100 * fa['ci_low']:.1f}, {100 * fa['ci_high']:.1f}] "
+        f"(mean rounds {row['false_accept_mean_rounds']:.1f})  false reject "
+        f"{100 * fr['rate']:5.1f}% [{100 * fr['ci_low']:.1f}, {100 * fr['ci_high']:.1f}] "
+        f"(mean rounds {row['false_reject_mean_rounds']:.1f})"
+    )
 
 
 def rate(hits: int, n: int) -> dict[str, float]:
@@ -181,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=500, help="trials per cell")
     parser.add_argument("--repetitions", type=int, nargs="+", default=[10, 20, 30, 50])
+    parser.add_argument(
+        "--looks",
+        type=int,
+        nargs="+",
+        default=[ValidationConfig().looks],
+        help="looks of the sequential comparison to measure (1: one test at the end; "
+        "default %(default)s)",
+    )
     parser.add_argument("--out", type=Path, help="write the table as JSON here")
     parser.add_argument(
         "--recorded",
@@ -196,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.recorded:
-        rows = replay_rates(args.recorded, args.trials, args.repetitions, args.min_speedup)
+        rows = replay_rates(
+            args.recorded, args.trials, args.repetitions, args.min_speedup, args.looks
+        )
         if args.out is not None:
             payload = {
                 "trials": args.trials,
@@ -206,34 +237,31 @@ def main(argv: list[str] | None = None) -> int:
             }
             args.out.write_text(json.dumps(payload, indent=2) + "\n")
         return 0
-    cells = [("normal", reps, True) for reps in args.repetitions]
+    cells = [("normal", reps, n, True) for reps in args.repetitions for n in args.looks]
     default_reps = ValidationConfig().repetitions
-    cells += [(name, default_reps, True) for name in SCENARIOS if name != "normal"]
-    cells += [("ar1-0.5+drift-5%", default_reps, False)]
+    cells += [
+        (name, default_reps, n, True) for name in SCENARIOS if name != "normal" for n in args.looks
+    ]
+    cells += [("ar1-0.5+drift-5%", default_reps, 1, False)]
     rows = []
     start = time.perf_counter()
-    for scenario, reps, interleaved in cells:
-        config = ValidationConfig(repetitions=reps)
+    for scenario, reps, n_looks, interleaved in cells:
+        config = ValidationConfig(repetitions=reps, looks=n_looks)
         row: dict[str, Any] = {
             "scenario": scenario,
             "order": "ABAB" if interleaved else "AA..BB",
             "repetitions": reps,
+            "looks": len(config.look_rounds()) if interleaved else 1,
         }
         for label, ratio in (("false_accept", 1.0), ("false_reject", TRUE_SPEEDUP)):
-            kept = sum(
+            outcomes = [
                 trial(scenario, ratio, config, seed, interleaved) for seed in range(args.trials)
-            )
-            hits = kept if ratio == 1.0 else args.trials - kept
-            row[label] = rate(hits, args.trials)
+            ]
+            kept = sum(k for k, _ in outcomes)
+            row[label] = rate(kept if ratio == 1.0 else args.trials - kept, args.trials)
+            row[f"{label}_mean_rounds"] = float(np.mean([n for _, n in outcomes]))
         rows.append(row)
-        fa, fr = row["false_accept"], row["false_reject"]
-        print(
-            f"{scenario:18s} {row['order']:7s} n={reps:3d}  false accept "
-            f"{100 * fa['rate']:5.1f}% [{100 * fa['ci_low']:.1f}, {100 * fa['ci_high']:.1f}]  "
-            f"false reject {100 * fr['rate']:5.1f}% "
-            f"[{100 * fr['ci_low']:.1f}, {100 * fr['ci_high']:.1f}]",
-            flush=True,
-        )
+        print(f"{scenario:18s} {row['order']:7s} {_line(row)}", flush=True)
     elapsed = time.perf_counter() - start
     print(f"{args.trials} trials per cell, {elapsed:.0f} s")
     if args.out is not None:

@@ -383,8 +383,9 @@ def validate_best(
     # GPU node and (the search being over) has that GPU to itself.
     gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
     print(
-        f"validating the top {k} against the baseline: {settings.warmup} warm-up and "
-        f"{settings.repetitions} timed interleaved repetitions each …",
+        f"validating the top {k} against the baseline: {settings.warmup} warm-up and up to "
+        f"{settings.repetitions} timed interleaved repetitions each, stopping at the first of "
+        f"{len(settings.look_rounds())} looks that decides …",
         flush=True,
     )
     measure = make_measure(desc)

@@ -13,12 +13,24 @@ Timer = Callable[[], float]
 
 
 def measure_interleaved(
-    baseline: Timer, candidate: Timer, *, warmup: int, repetitions: int
+    baseline: Timer,
+    candidate: Timer,
+    *,
+    warmup: int,
+    repetitions: int,
+    rounds: tuple[list[float], list[float]] | None = None,
 ) -> tuple[list[float], list[float]]:
     """Run baseline and candidate in alternating rounds: `warmup` untimed rounds, then
     `repetitions` timed rounds. Alternating puts slow drift (clocks, temperature, other
     tenants) on both sides equally instead of on whichever ran second, and the order within a
     round flips every round (AB, BA, AB, …), so neither side always runs right after the other.
+
+    Args:
+        baseline: Runs one round of the baseline.
+        candidate: Runs one round of the candidate.
+        warmup: Untimed rounds first.
+        repetitions: Timed rounds to add.
+        rounds: Earlier timed rounds to continue (the order keeps flipping where it stopped).
 
     Returns:
         The baseline's and the candidate's values, one per timed round (pairs).
@@ -26,10 +38,9 @@ def measure_interleaved(
     for _ in range(warmup):
         baseline()
         candidate()
-    b: list[float] = []
-    c: list[float] = []
-    for r in range(repetitions):
-        if r % 2 == 0:
+    b, c = rounds if rounds is not None else ([], [])
+    for _ in range(repetitions):
+        if len(b) % 2 == 0:
             b.append(float(baseline()))
             c.append(float(candidate()))
         else:
@@ -42,12 +53,14 @@ def validate(
     baseline: Timer, candidate: Timer, *, config: ValidationConfig | None = None
 ) -> ValidationResult:
     """Re-measure a baseline and a candidate interleaved and decide whether the candidate is
-    really better (paired statistics, `compare_samples`).
+    really better (paired statistics, `compare_samples`), looking at the rounds so far at each
+    of `config.look_rounds()` and stopping at the first look that decides (see
+    `ValidationConfig.looks`).
 
     Args:
         baseline: runs one round of the baseline and returns its time (ms).
         candidate: runs one round of the candidate and returns its time (ms).
-        config: repetitions, warm-up and thresholds (default: `VALIDATION_DEFAULTS`).
+        config: repetitions, looks, warm-up and thresholds (default: `VALIDATION_DEFAULTS`).
 
     Example:
         >>> import numpy as np
@@ -57,7 +70,16 @@ def validate(
         'KEPT'
     """
     config = config or ValidationConfig()
-    b, c = measure_interleaved(
-        baseline, candidate, warmup=config.warmup, repetitions=config.repetitions
-    )
-    return compare_samples(b, c, config=config, measurement="interleaved")
+    looks = config.look_rounds()
+    per_look = config.corrected(len(looks))
+    rounds: tuple[list[float], list[float]] = ([], [])
+    warmup = config.warmup
+    for look in looks:
+        rounds = measure_interleaved(
+            baseline, candidate, warmup=warmup, repetitions=look - len(rounds[0]), rounds=rounds
+        )
+        warmup = 0
+        result = compare_samples(*rounds, config=per_look, measurement="interleaved")
+        if result.kept or result.speedup_ci_high < config.min_speedup:
+            break
+    return result

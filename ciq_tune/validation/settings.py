@@ -19,6 +19,10 @@ VALIDATION_DEFAULTS: dict[str, Any] = {
     # (docs/validation.md): at 50 paired rounds a true 3 % speedup is kept and identical
     # configurations are rejected well inside the 5 % error rates the project promises.
     "repetitions": 50,
+    # Looks at the rounds so far, evenly spaced, the last at `repetitions`: the comparison stops
+    # at the first look that decides. Each look tests at alpha / looks (Bonferroni over looks),
+    # so the error rates of one comparison stay those of a single test at alpha.
+    "looks": 5,
     # The paired test's two-sided p-value must be below this (divided by the number of
     # candidates compared: Bonferroni).
     "alpha": 0.05,
@@ -32,6 +36,10 @@ VALIDATION_DEFAULTS: dict[str, Any] = {
 """One source of the defaults of `ValidationConfig` and the `validate` command line."""
 
 
+MIN_LOOK_ROUNDS = 10
+"""Fewest timed rounds per look of a sequential comparison (see `ValidationConfig.looks`)."""
+
+
 class ValidationConfig(BaseModel):
     """How to re-measure and when to keep a candidate.
 
@@ -40,7 +48,14 @@ class ValidationConfig(BaseModel):
 
     Attributes:
         warmup: untimed rounds of each side before measuring (interleaved too).
-        repetitions: timed rounds per side.
+        repetitions: timed rounds per side, at most (see `looks`).
+        looks: evenly spaced checks of the rounds so far, the last after `repetitions`, each of
+            at least `MIN_LOOK_ROUNDS` rounds (fewer looks when `repetitions` is small); the
+            comparison stops at the first look where the candidate is KEPT or its interval
+            lies wholly below `min_speedup`. Each look tests at alpha / looks and a
+            1 - (1 - confidence) / looks interval, so both error rates stay below those of
+            one test (Bonferroni over the looks: a Pocock-like group-sequential design,
+            conservative). 1: one test after `repetitions` rounds.
         alpha: significance level of the two-sided test (Wilcoxon signed-rank on the per-round
             log ratios for interleaved rounds, Mann-Whitney U for independent samples).
         min_speedup: the bootstrap confidence interval's lower bound must exceed this.
@@ -54,12 +69,19 @@ class ValidationConfig(BaseModel):
 
     warmup: int = Field(default=VALIDATION_DEFAULTS["warmup"], ge=0)
     repetitions: int = Field(default=VALIDATION_DEFAULTS["repetitions"], ge=5)
+    looks: int = Field(default=VALIDATION_DEFAULTS["looks"], ge=1)
     alpha: float = Field(default=VALIDATION_DEFAULTS["alpha"], gt=0, lt=1)
     min_speedup: float = Field(default=VALIDATION_DEFAULTS["min_speedup"], gt=0)
     confidence: float = Field(default=VALIDATION_DEFAULTS["confidence"], gt=0, lt=1)
     n_bootstrap: int = Field(default=VALIDATION_DEFAULTS["n_bootstrap"], ge=100)
     mode: Literal["min", "max"] = VALIDATION_DEFAULTS["mode"]
     seed: int = VALIDATION_DEFAULTS["seed"]
+
+    def look_rounds(self) -> list[int]:
+        """The rounds after which the comparison looks: `looks` evenly spaced counts, the
+        last `repetitions`, each at least `MIN_LOOK_ROUNDS` apart."""
+        looks = max(1, min(self.looks, self.repetitions // MIN_LOOK_ROUNDS))
+        return [-(-self.repetitions * j // looks) for j in range(1, looks + 1)]
 
     def corrected(self, comparisons: int) -> ValidationConfig:
         """These settings for one of `comparisons` tests (Bonferroni): alpha / m and a

@@ -51,6 +51,36 @@ def test_real_three_percent_speedup_is_kept(seed: int) -> None:
     assert result.cohens_d > 0.5  # true d = 0.03 / 0.025 = 1.2
 
 
+def test_looks_are_evenly_spaced_and_at_least_ten_rounds_apart() -> None:
+    assert ValidationConfig().look_rounds() == [10, 20, 30, 40, 50]
+    assert ValidationConfig(repetitions=25).look_rounds() == [13, 25]
+    assert ValidationConfig(repetitions=9).look_rounds() == [9]
+    assert ValidationConfig(looks=1).look_rounds() == [50]
+
+
+def test_a_clear_decision_stops_at_the_first_look() -> None:
+    rng = np.random.default_rng(7)
+    faster = validate(timer(rng, 0.2), timer(rng, 0.2 / 1.10))
+    assert faster.verdict == "KEPT" and faster.baseline.n == faster.candidate.n == 10
+    slower = validate(timer(rng, 0.2), timer(rng, 0.2 * 1.10))
+    assert slower.verdict == "REJECTED" and slower.baseline.n == 10
+    assert slower.speedup_ci_high < 1.0
+    # One look: every round is taken whatever the evidence.
+    once = validate(timer(rng, 0.2), timer(rng, 0.2 / 1.10), config=ValidationConfig(looks=1))
+    assert once.verdict == "KEPT" and once.baseline.n == 50
+
+
+def test_looking_five_times_keeps_the_false_accept_rate_below_alpha() -> None:
+    # Noise only, 400 comparisons: each look tests at alpha / 5, so the rate over all looks
+    # stays below alpha = 5 % (the union bound); one test per look at alpha would not.
+    config = ValidationConfig(n_bootstrap=500)
+    kept = 0
+    for seed in range(400):
+        rng = np.random.default_rng(10_000 + seed)
+        kept += validate(timer(rng, 0.2), timer(rng, 0.2), config=config).kept
+    assert kept / 400 < 0.05
+
+
 def test_bootstrap_interval_covers_the_true_speedup() -> None:
     # A 95 % interval should hold the true ratio in about 95 % of repeated experiments.
     covered = 0
@@ -238,8 +268,9 @@ def test_top_k_remeasures_the_best_with_bonferroni() -> None:
     assert [v.rank for v in out] == [1, 2, 3]
     assert [v.result.verdict for v in out] == ["REJECTED", "KEPT", "REJECTED"]
     assert out[0].search_values == {"time_ms": 0.19}
-    assert out[1].result.config.alpha == pytest.approx(0.05 / 3)
-    assert out[1].result.config.confidence == pytest.approx(1 - 0.05 / 3)
+    # Bonferroni over the 3 candidates, then over each comparison's 5 looks.
+    assert out[1].result.config.alpha == pytest.approx(0.05 / 3 / 5)
+    assert out[1].result.config.confidence == pytest.approx(1 - 0.05 / 3 / 5)
     assert out[1].to_dict()["candidate_id"] == 3
 
 
