@@ -79,7 +79,9 @@ class BenchmarkPool:
         >>> trainable = make_trainable(desc, benchmark=pool)  # doctest: +SKIP
     """
 
-    def __init__(self, servers: Sequence[Any], node_ids: Sequence[str]) -> None:
+    def __init__(
+        self, servers: Sequence[Any], node_ids: Sequence[str], warming: Sequence[Any] = ()
+    ) -> None:
         if not servers or len(servers) != len(node_ids):
             raise ValueError(
                 f"`servers` and `node_ids` must be non-empty and of equal length, got "
@@ -87,6 +89,20 @@ class BenchmarkPool:
             )
         self.servers = list(servers)
         self.node_ids = list(node_ids)
+        self._warming = list(warming)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Trials get the servers, not the warm-ups' object references (this process's).
+        return {**self.__dict__, "_warming": []}
+
+    def warming(self) -> bool:
+        """Whether a server's benchmark worker is still starting (see `start`)."""
+        ready, _ = ray.wait(self._warming, num_returns=len(self._warming), timeout=0)
+        return len(ready) < len(self._warming)
+
+    def wait_warm(self) -> list[float]:
+        """Block until every server's benchmark worker is warm; the seconds each took."""
+        return [float(s) for s in ray.get(self._warming)] if self._warming else []
 
     @classmethod
     def start(
@@ -98,8 +114,10 @@ class BenchmarkPool:
         name: str = "ciq-bench",
     ) -> BenchmarkPool:
         """Start one server per GPU of the connected cluster (one CPU server without GPUs),
-        each named ``{name}-gpu{i}-{id}`` in the Ray dashboard, and wait until each has its
-        benchmark worker warm.
+        each named ``{name}-gpu{i}-{id}`` in the Ray dashboard, and have each start its
+        benchmark worker (CUDA context, imports: seconds) without waiting for it: the search's
+        first trials compile meanwhile, and their requests queue behind the warm-up (an actor
+        serves its calls in order). `wait_warm` waits for it.
 
         Args:
             gpus: Servers to start (default: every whole GPU of the cluster).
@@ -125,8 +143,6 @@ class BenchmarkPool:
             ).remote()
             for i in range(max(gpus, 1))
         ]
-        node_ids = ray.get([s.node_id.remote() for s in servers])
-        pool = cls(servers, node_ids)
         warm = BenchmarkRequest(
             target="objectives._stages:ready",
             payload={},
@@ -135,8 +151,9 @@ class BenchmarkPool:
             cpu_env=dict(cpu_env or {}),
             preload=preload,
         )
-        ray.get([s.warm.remote(warm) for s in servers])
-        return pool
+        # An actor serves its calls in order: the node first, then the warm-up.
+        node_ids = ray.get([s.node_id.remote() for s in servers])
+        return cls(servers, node_ids, [s.warm.remote(warm) for s in servers])
 
     def __call__(self, request: BenchmarkRequest) -> dict[str, Any]:
         """Serve `request` on a server of this node if there is one, else of any node."""

@@ -603,7 +603,9 @@ def benchmark_pool(kind: str, mode: str) -> BenchmarkPool | None:
     if not staged:
         return None
     pool = start_benchmark_pool(kind)
-    print(f"benchmark servers: {len(pool.servers)}, warm", flush=True)
+    print(
+        f"benchmark servers: {len(pool.servers)}, warming up beside the first compiles", flush=True
+    )
     return pool
 
 
