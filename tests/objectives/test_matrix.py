@@ -120,7 +120,12 @@ def test_combine_weighted_geomean_and_worst() -> None:
 
 @pytest.mark.parametrize(
     ("name", "n_shapes", "n_buckets"),
-    [("matmul_llm", 12, 12), ("matmul_llm_bf16", 12, 12), ("attention_seqlens", 6, 6)],
+    [
+        ("matmul_llm", 12, 12),
+        ("matmul_llm_bf16", 12, 12),
+        ("attention_seqlens", 6, 6),
+        ("layer_norm_matrix", 6, 6),
+    ],
 )
 def test_workload_examples_load(name: str, n_shapes: int, n_buckets: int) -> None:
     desc = load_description(DATA.parents[2] / f"examples/kernels/triton/{name}.yaml")
