@@ -53,7 +53,6 @@ _TUNE_KEY_PREFIXES = (
     "experiment",
     "config/",
 )
-_STRICT_METRIC_SWITCH = "TUNE_DISABLE_STRICT_METRIC_CHECKING"
 # Values a log-integer domain is discretised into at most when converted from Ray Tune.
 LOG_INTEGER_VALUES = 32
 # With no budget and no positive `num_samples` from Tune, the search stops after this many
@@ -100,9 +99,23 @@ class CompileIQSearcher(Searcher):
         weights: per-objective weights used to pick the best point of a Pareto front.
         seed: makes the sequence of proposals reproducible.
 
-    Tune starts a custom searcher's trials one at a time unless `TuneConfig` sets
-    `max_concurrent_trials`; set it to the trials that fit at once (the searcher warns when it
-    is unset on a cluster with more than one CPU).
+    Tune passes `TuneConfig`'s metric, mode and `num_samples` to a searcher only together
+    with a non-empty `Tuner(param_space=...)` (`ray.tune.tune.run`: `if config and
+    set_search_properties(...)`); with `space=` alone give `metric=`/`mode=` here (else
+    `suggest` raises saying so). Tune still stops creating trials at `num_samples` then, but the
+    searcher does not know that count: give `max_evaluations=` for a budget it plans with.
+
+    Tune keeps one trial of a custom searcher pending (starting) at a time unless `TuneConfig`
+    sets `max_concurrent_trials`: trials then start one after another, and several run at once
+    only when each runs longer than a Ray worker takes to start (~2 s). The searcher cannot
+    change that (Tune sizes its queue from the `ConcurrencyLimiter` wrapper alone); set
+    `max_concurrent_trials` to the trials that fit at once (the searcher warns when it is unset
+    on a cluster with more than one CPU).
+
+    A trial whose result lacks the metric is a failed evaluation here, not an abort of
+    `Tuner.fit()`: `metric` reads None, so Tune's strict metric check (which raises for the
+    searcher's `metric`) leaves this searcher's metrics to it; a metric set in `TuneConfig` is
+    still checked by Tune. The metrics searched are `metrics`.
 
     Example:
         >>> import ray
@@ -190,11 +203,25 @@ class CompileIQSearcher(Searcher):
         self._last_results: dict[str, dict[str, Any]] = {}
         self._max_concurrent: int | None = None
         self._warned_serial = False
+        self._told_by_tune = False  # whether Tune called `set_search_properties`
+
+    @property
+    def metric(self) -> str | None:
+        """None: Tune reads this to check each result for the searcher's metric and aborts
+        `Tuner.fit()` when one lacks it; this searcher counts such a result as a failed
+        evaluation instead (`metrics` holds what it searches)."""
+        return None
+
+    @property
+    def metrics(self) -> list[str]:
+        """The metrics searched (one, or one per objective), from `metric=` or `TuneConfig`."""
+        return self._metrics()
 
     # -- Tune's hooks --------------------------------------------------------------------------
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:
+        self._told_by_tune = True
         hidden = _placeholder_keys(config)
         if hidden and self._space is None and not _has_domains(config):
             raise ValueError(
@@ -232,7 +259,6 @@ class CompileIQSearcher(Searcher):
 
     # Ray annotates `Optional[Dict]` but documents (and its searchers return) Searcher.FINISHED.
     def suggest(self, trial_id: str) -> dict | str | None:  # type: ignore[override]
-        _allow_results_without_metric()  # before any result of a trial it proposes
         if trial_id in self._live:  # Tune asked again for the same trial: same answer
             return self._engine_or_raise().pending_config(self._live[trial_id])
         engine = self._engine_or_raise()
@@ -424,6 +450,14 @@ class CompileIQSearcher(Searcher):
             raise RuntimeError(
                 UNDEFINED_SEARCH_SPACE.format(cls=type(self).__name__, space="space")
             )
+        if (not self._metric or not self._mode) and not self._told_by_tune:
+            raise RuntimeError(
+                f"CompileIQSearcher has metric={self._metric!r}, mode={self._mode!r}: Tune "
+                "passes TuneConfig(metric=..., mode=..., num_samples=...) to a searcher only "
+                "with a non-empty Tuner(param_space=...), and there is none; with `space=` "
+                "alone pass metric= and mode= to CompileIQSearcher (and max_evaluations= for "
+                "its budget)"
+            )
         if not self._metric or not self._mode:
             raise RuntimeError(
                 UNDEFINED_METRIC_MODE.format(
@@ -488,7 +522,8 @@ class CompileIQSearcher(Searcher):
     def _warn_if_serial(self) -> None:
         """Warn once when Tune will start this searcher's trials one at a time although the
         cluster has more CPUs (Tune keeps one pending trial for a custom searcher unless
-        `max_concurrent_trials` is set)."""
+        `max_concurrent_trials` is set: trials shorter than a worker's start then never
+        overlap)."""
         import ray
 
         self._warned_serial = True
@@ -497,8 +532,9 @@ class CompileIQSearcher(Searcher):
             logger.warning(
                 "CompileIQSearcher: Tune starts trials one at a time because "
                 "TuneConfig(max_concurrent_trials=...) is not set, while this cluster has %d "
-                "CPUs; set max_concurrent_trials=%d (or the number of trials that fit at once) "
-                "to run them in parallel",
+                "CPUs (trials overlap only when each outlasts a worker's start); set "
+                "max_concurrent_trials=%d (or the number of trials that fit at once) to run "
+                "them in parallel",
                 cpus,
                 cpus,
             )
@@ -648,16 +684,6 @@ def _metric_problem(value: Any) -> str | None:
     if not math.isfinite(float(value)):
         return "not finite"
     return None
-
-
-def _allow_results_without_metric() -> None:
-    """Let trials report results without the metric; this searcher records them as failed
-    evaluations. Tune's strict check (on by default) would instead raise in `Tuner.fit()` and
-    abort the whole search, evaluations already paid for included. Tune reads the switch in the
-    driver, where the searcher runs, each time it checks a result; `suggest` sets it, as Tune
-    calls it (in the driver) before any trial it proposes can report."""
-    if os.environ.get(_STRICT_METRIC_SWITCH) is None:
-        os.environ[_STRICT_METRIC_SWITCH] = "1"
 
 
 def _metrics_only(result: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, Any]:

@@ -79,13 +79,17 @@ def test_multi_objective_needs_every_metric_as_a_number() -> None:
     assert statuses == ["missing_metric", "invalid_result", "invalid_result", "ok"]
 
 
-def test_suggest_lets_results_without_the_metric_reach_the_searcher(
+def test_results_without_the_metric_reach_the_searcher_and_leave_the_environment_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("TUNE_DISABLE_STRICT_METRIC_CHECKING", raising=False)
     searcher = CompileIQSearcher(space=TOY_SPACE, metric="score", mode="min", seed=0)
     searcher.suggest("t0")
-    assert os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] == "1"
+    searcher.on_trial_complete("t0", {"status": "ok", "other": 1.0})
+    assert "TUNE_DISABLE_STRICT_METRIC_CHECKING" not in os.environ
+    # Tune's strict check raises for the searcher's `metric`: it reads None, the metrics stay.
+    assert searcher.metric is None and searcher.metrics == ["score"]
+    assert [r.status for r in searcher.results().records] == ["missing_metric"]
 
 
 def test_several_trials_at_a_time_default_to_steady_state() -> None:

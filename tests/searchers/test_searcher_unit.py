@@ -294,3 +294,14 @@ def test_transfer_from_an_earlier_runs_table(tmp_path) -> None:
     for i in range(4):
         searcher.on_trial_complete(f"t{i}", {"score": 1.0})
     assert [r.origin for r in searcher.results().records] == ["transfer"] * 4
+
+
+def test_space_alone_without_metric_says_tune_passes_it_only_with_a_param_space() -> None:
+    searcher = CompileIQSearcher(space=TOY_SPACE, seed=0)
+    with pytest.raises(RuntimeError, match=r"only with a non-empty Tuner\(param_space"):
+        searcher.suggest("t0")
+    # Once Tune has called `set_search_properties`, a missing metric is Tune's to pass.
+    told = CompileIQSearcher(space=TOY_SPACE, seed=0)
+    told.set_search_properties(None, None, {}, num_samples=4)
+    with pytest.raises(RuntimeError, match=r"tune\.TuneConfig\(\)"):
+        told.suggest("t0")
