@@ -97,24 +97,81 @@ def test_errors_in_trainables_are_failures_not_crashes(tmp_path: Path) -> None:
     assert sorted(r.status for r in from_grid.records) == sorted(r.status for r in records)
 
 
-def test_concurrency_limit_is_respected(tmp_path: Path) -> None:
-    marker = tmp_path / "running"
-    marker.mkdir()
+def _max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals (start, end) open at one time."""
+    events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    running = most = 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    return most
 
-    def slow(config):
+
+def partnered_trainable(marker: Path):
+    """A trial that waits up to 10 s for a second one to be running, then reports its
+    (start, end) wall times: trials overlap whenever the searcher lets two run at once, however
+    slowly the 2-core machine starts workers, and one running alone takes 10 s."""
+
+    def trainable(config):
+        start = time.time()
         path = marker / f"{os.getpid()}-{time.time_ns()}"
         path.touch()
-        running = len(list(marker.iterdir()))
-        time.sleep(0.2)
+        deadline = time.monotonic() + 10.0
+        while len(list(marker.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
         path.unlink()
-        return {"score": config["x"], "running": running}
+        return {"score": config["x"], "start": start, "end": time.time()}
+
+    return trainable
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_max_concurrent_trials_is_the_most_trials_overlapping(tmp_path: Path, limit: int) -> None:
+    # The searcher enforces the limit itself (`set_max_concurrency` returns True, so Tune's
+    # ConcurrencyLimiter does not): with limit 1 nothing else stops a second trial.
+    marker = tmp_path / "running"
+    marker.mkdir()
+    searcher = CompileIQSearcher(
+        space=TOY_SPACE, metric="score", mode="min", max_evaluations=4, seed=3
+    )
+    grid = _run(
+        partnered_trainable(marker), searcher, tmp_path, "limit", max_concurrent_trials=limit
+    )
+    assert len(grid) == 4 and not grid.errors
+    assert _max_overlap([(r.metrics["start"], r.metrics["end"]) for r in grid]) == limit
+
+
+def test_result_without_the_metric_is_a_failed_evaluation_and_no_switch_is_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tune reads the switch in the driver, this process, at each result.
+    monkeypatch.delenv("TUNE_DISABLE_STRICT_METRIC_CHECKING", raising=False)
+
+    def failing(config):
+        if config["y"] == 3:
+            return {"status": "compile_error", "error": "ptxas failed"}
+        return {"score": config["x"] ** 2 + config["y"]}
 
     searcher = CompileIQSearcher(
-        space=TOY_SPACE, metric="score", mode="min", max_evaluations=10, seed=3
+        space=TOY_SPACE, metric="score", mode="min", max_evaluations=12, seed=2
     )
-    grid = _run(slow, searcher, tmp_path, "limit", max_concurrent_trials=1)
-    assert len(grid) == 10
-    assert max(r.metrics["running"] for r in grid) == 1
+    grid = _run(failing, searcher, tmp_path, "nometric")
+    assert len(grid) == 12
+    records = searcher.results().records
+    assert {r.status for r in records if r.config["y"] == 3} == {"compile_error"}
+    assert "TUNE_DISABLE_STRICT_METRIC_CHECKING" not in os.environ
+
+
+def test_space_alone_with_metric_in_tune_config_names_the_fix(tmp_path: Path) -> None:
+    searcher = CompileIQSearcher(space=TOY_SPACE, seed=0)
+    tuner = tune.Tuner(
+        toy_trainable,
+        tune_config=tune.TuneConfig(search_alg=searcher, metric="score", mode="min", num_samples=4),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="alone", verbose=0),
+    )
+    with pytest.raises(Exception, match=r"pass metric= and mode= to CompileIQSearcher"):
+        tuner.fit()
 
 
 def test_asha_early_stopping(tmp_path: Path) -> None:
