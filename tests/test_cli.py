@@ -22,6 +22,7 @@ from ciq_tune.results import SearchResults
 from ciq_tune.validation import validate_search
 
 EXAMPLE = Path(__file__).parents[1] / "examples/kernels/ptx/spill.yaml"
+TRITON_EXAMPLE = Path(__file__).parents[1] / "examples/kernels/triton/softmax.yaml"
 TINY_PTX = Path(__file__).parent / "objectives/data/tiny.ptx"
 TRITON_MATMUL = Path(__file__).parents[1] / "examples/kernels/triton/matmul.yaml"
 needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
@@ -299,3 +300,50 @@ def test_failure_summary_counts_each_status_and_keeps_its_first_cause() -> None:
         "compile_error 1 (first: ptxas fatal   : Missing .version directive)"
     )
     assert failure_summary(records[:1]) == ""
+
+
+def _bare_controls_file(tmp_path: Path, description: Path) -> Path:
+    """A controls file of `description` with no controls (no ptxas needed to write it)."""
+    from ciq_tune.controls import controls_file as cf
+    from objectives import load_description
+
+    desc = load_description(description)
+    record = cf.build(
+        kernel=cf.KernelInfo(
+            name=desc.name,
+            kind=desc.kind,
+            source=str(desc.source),
+            source_sha256=desc.source_sha256(),
+            entry=desc.entry,
+            arch=desc.arch,
+        ),
+        catalogs={},
+        controls={},
+        params={},
+        benchmark=cf.Benchmark(metric=desc.metric, mode=desc.mode),
+        scores=cf.Scores(baseline=2.0, best=1.0),
+    )
+    return cf.write(tmp_path / f"{desc.name}.controls.yaml", record)
+
+
+def test_verify_rejects_a_ptx_controls_file_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _bare_controls_file(tmp_path, EXAMPLE)
+    assert main(["verify", str(path), "--description", str(EXAMPLE)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "`kernel.kind` is 'ptx'" in err and "timed kind ['cuda', 'triton', 'helion']" in err
+
+
+def test_verify_without_a_gpu_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    path = _bare_controls_file(tmp_path, TRITON_EXAMPLE)
+    assert main(["verify", str(path), "--description", str(TRITON_EXAMPLE)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "needs a CUDA GPU" in err and "torch.cuda.is_available() is False" in err
