@@ -206,7 +206,7 @@ class CompileIQSearcher(Searcher):
         self._told_by_tune = False  # whether Tune called `set_search_properties`
 
     @property
-    def metric(self) -> str | None:
+    def metric(self) -> str | None:  # type: ignore[override]  # Ray annotates str, means Optional
         """None: Tune reads this to check each result for the searcher's metric and aborts
         `Tuner.fit()` when one lacks it; this searcher counts such a result as a failed
         evaluation instead (`metrics` holds what it searches)."""
