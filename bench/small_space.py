@@ -1,0 +1,216 @@
+"""A small space from a cold start: ciq-tune's exhaustive answer vs the peers' in one run.
+
+    python3 -m bench.small_space examples/kernels/triton/layer_norm_matrix.yaml --out "$OUT"
+    python3 -m bench.small_space examples/kernels/triton/layer_norm.yaml --out "$OUT"
+    python3 -m bench.small_space tests/…/row_scale.yaml --dry-run --out /tmp/small  # CPU
+
+Three ways to find the best configuration of every shape of a description whose space is small
+enough to list (`SearchSpace.enumerate_genes`), each from a cold Triton cache, each timed from
+its start to its answer:
+
+1. ``ciq-tune``: ``ciq-tune tune DESC --exhaustive --validate-top 3`` as a user runs it (a
+   subprocess: Ray's start, the benchmark servers, every configuration at every shape, the
+   validation, the controls file).
+2. ``autotune``: ``@triton.autotune(configs, key=<the sizes>)`` over the same configurations,
+   called once per shape.
+3. ``loop``: a plain Python loop calling ``triton.testing.do_bench`` on every configuration at
+   every shape (compiles included).
+
+Prints one table (wall seconds, ratio to ``autotune`` and to ``loop``, and each method's choice
+per shape) and writes OUT/small_space.json. ``--dry-run`` runs the plumbing on a CPU under
+Triton's interpreter, timing with the host clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from objectives import load_description
+from objectives import make_search_space
+
+# Launch options of a Triton kernel: `triton.Config` fields, not kernel arguments.
+LAUNCH_OPTIONS = ("num_warps", "num_stages")
+
+
+def listed_configs(desc: Any) -> list[dict[str, Any]]:
+    """Every configuration of the description's listed space, as a trial receives it."""
+    space = make_search_space(desc.at_shape(desc.matrix()[0]))
+    return [space.decode(genes) for _, genes in space.enumerate_genes()]
+
+
+def launch_kwargs(desc: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A configuration's kernel parameters and Triton options as launch keyword arguments."""
+    from ciq_tune.controls import detect_triton
+
+    options = detect_triton(desc.arch).render(config.get("controls", {}).get("triton", {}))
+    return {**config.get("params", {}), **options}
+
+
+def fresh_cache(out: Path, name: str) -> Path:
+    """An empty Triton cache folder for one method (a cold start), set for this process."""
+    folder = out / f"triton-cache-{name}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    os.environ["TRITON_CACHE_DIR"] = str(folder)
+    return folder
+
+
+def run_ciq_tune(path: Path, out: Path, *, dry_run: bool) -> dict[str, Any]:
+    """``ciq-tune tune --exhaustive --validate-top 3`` in a subprocess, wall time and winners."""
+    run = out / "ciq"
+    env = {**os.environ, "TRITON_CACHE_DIR": str(fresh_cache(out, "ciq"))}
+    command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(path), "--exhaustive"]
+    command += ["--validate-top", "3", "--tracking", "none", "--quiet", "--out", str(run)]
+    if dry_run:
+        env["TRITON_INTERPRET"] = "1"
+        command += ["--num-cpus", "2", "--validate-repetitions", "5"]
+    t0 = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    wall_s = time.perf_counter() - t0
+    (out / "ciq.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"ciq-tune exited {done.returncode}: {done.stderr[-2000:]}")
+    name = load_description(path).name
+    import yaml
+
+    record = yaml.safe_load((run / f"{name}.controls.yaml").read_text())
+    entries = record["matrix"]["entries"] if record.get("matrix") else [record]
+    choices = [{"params": e.get("params", {}), "controls": e.get("controls", {})} for e in entries]
+    return {"wall_s": wall_s, "choices": choices}
+
+
+def _shape_launch(desc: Any, device: str) -> tuple[Any, dict[str, Any], dict[str, int]]:
+    """The kernel, one seeded set of inputs and the size arguments of the description at one
+    shape."""
+    from objectives._bench import make_inputs
+    from objectives.triton import install_allocator
+    from objectives.triton import load_module
+
+    install_allocator(device)
+    kernel = getattr(load_module(str(desc.source)), str(desc.entry))
+    tensors = make_inputs(desc, seed=0, device=device)
+    return kernel, tensors, {**desc.launch_sizes(), **desc.scalars}
+
+
+def _host_bench(fn: Callable[[], Any], quantiles: Any = None) -> Any:
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    return times[1] if quantiles is None else [times[1], times[0], times[2]]
+
+
+def run_autotune(desc: Any, configs: list[dict[str, Any]], out: Path, device: str) -> Any:
+    """``@triton.autotune`` over `configs` keyed on every size, called once per shape."""
+    import triton
+
+    fresh_cache(out, "autotune")
+    listed = []
+    for config in configs:
+        kwargs = launch_kwargs(desc, config)
+        options = {k: kwargs.pop(k) for k in LAUNCH_OPTIONS if k in kwargs}
+        listed.append(triton.Config(kwargs, **options))
+    choices = []
+    t0 = time.perf_counter()
+    tuned = None
+    for shape in desc.matrix():
+        at = desc.at_shape(shape)
+        kernel, tensors, sizes = _shape_launch(at, device)
+        if tuned is None:
+            bench = _host_bench if device == "cpu" else None
+            tuned = triton.autotune(configs=listed, key=sorted(sizes), do_bench=bench)(kernel)
+
+        def grid(meta: Mapping[str, Any], at: Any = at) -> tuple[int, ...]:
+            return at.launch({k: meta[k] for k in at.params if k in meta})["grid"]
+
+        tuned[grid](*tensors.values(), **sizes)
+        best = tuned.best_config
+        choices.append({**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages})
+    _synchronize(device)
+    return {"wall_s": time.perf_counter() - t0, "choices": choices}
+
+
+def run_loop(desc: Any, configs: list[dict[str, Any]], out: Path, device: str) -> Any:
+    """A do_bench loop over every configuration at every shape; the fastest per shape."""
+    import triton
+
+    fresh_cache(out, "loop")
+    bench = _host_bench if device == "cpu" else triton.testing.do_bench
+    choices = []
+    t0 = time.perf_counter()
+    for shape in desc.matrix():
+        at = desc.at_shape(shape)
+        kernel, tensors, sizes = _shape_launch(at, device)
+        timed = []
+        for config in configs:
+            kwargs = launch_kwargs(desc, config)
+            grid = at.launch(dict(config.get("params", {})))["grid"]
+            launch = functools.partial(_launch, kernel, grid, tensors, {**sizes, **kwargs})
+            try:
+                ms = bench(launch)
+            except Exception:  # a configuration that does not compile or run at this shape
+                continue
+            timed.append((float(ms), config))
+        choices.append(min(timed, key=lambda tc: tc[0])[1] if timed else None)
+    _synchronize(device)
+    return {"wall_s": time.perf_counter() - t0, "choices": choices}
+
+
+def _launch(kernel: Any, grid: Any, tensors: Mapping[str, Any], kwargs: dict[str, Any]) -> None:
+    kernel[grid](*tensors.values(), **kwargs)
+
+
+def _synchronize(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def table(results: Mapping[str, Any]) -> str:
+    """The published table: wall time per method and its ratio to the two peers."""
+    lines = ["| method | wall s | / autotune | / loop |", "|---|---|---|---|"]
+    auto, loop = results["autotune"]["wall_s"], results["loop"]["wall_s"]
+    for name in ("ciq-tune", "autotune", "loop"):
+        wall = results[name]["wall_s"]
+        lines.append(f"| {name} | {wall:.1f} | {wall / auto:.2f} | {wall / loop:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("description", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--dry-run", action="store_true", help="CPU: Triton's interpreter")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = "cpu" if args.dry_run else "cuda"
+    if args.dry_run:
+        os.environ["TRITON_INTERPRET"] = "1"
+    desc = load_description(args.description)
+    configs = listed_configs(desc)
+    print(f"{desc.name}: {len(configs)} configurations x {len(desc.matrix())} shapes", flush=True)
+    results: dict[str, Any] = {"configurations": len(configs), "shapes": len(desc.matrix())}
+    results["ciq-tune"] = run_ciq_tune(args.description, args.out, dry_run=args.dry_run)
+    results["autotune"] = run_autotune(desc, configs, args.out, device)
+    results["loop"] = run_loop(desc, configs, args.out, device)
+    (args.out / "small_space.json").write_text(json.dumps(results, indent=1, default=str))
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
