@@ -80,10 +80,24 @@ def test_readme_snippet_runs_its_trials_two_at_a_time(tmp_path: Path) -> None:
     readme = (EXAMPLES.parent / "README.md").read_text()
     snippet = readme.split("```python\n", 1)[1].split("```", 1)[0]
     assert "max_concurrent_trials=2" in snippet and "num_samples=200" in snippet
+    body = '    return {"score": config["x"] ** 2 + config["y"]}'
+    assert body in snippet
+    # Each trial waits up to 10 s for a partner to be running, then reports its wall interval:
+    # two overlap whenever the snippet lets two run at once, however slow workers start.
+    timed = (
+        "    import os, time\n    start = time.time()\n"
+        f"    mark = os.path.join({str(tmp_path)!r}, f'{{os.getpid()}}-{{time.time_ns()}}')\n"
+        "    open(mark, 'w').close()\n    deadline = time.monotonic() + 10\n"
+        f"    while sum(n[0].isdigit() for n in os.listdir({str(tmp_path)!r})) < 2 "
+        "and time.monotonic() < deadline:\n        time.sleep(0.05)\n"
+        "    time.sleep(0.3)\n    os.remove(mark)\n"
+        '    return {"score": config["x"] ** 2 + config["y"], "start": start, "end": time.time()}'
+    )
     code = (
         "import ray\nray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)\n"
-        + snippet.replace("num_samples=200", "num_samples=12")
-        + "\nprint('RESULT', len(grid), grid.num_errors, grid.get_best_result().config)\n"
+        + snippet.replace("num_samples=200", "num_samples=6").replace(body, timed)
+        + "\nprint('RESULT', len(grid), grid.num_errors, grid.get_best_result().config)"
+        + "\nprint('INTERVALS', [(r.metrics['start'], r.metrics['end']) for r in grid])\n"
     )
     env = {**os.environ, "HOME": str(tmp_path)}
     out = subprocess.run(
@@ -92,7 +106,11 @@ def test_readme_snippet_runs_its_trials_two_at_a_time(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-4000:]
     line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
     count, errors, best = line.split(" ", 3)[1:]
-    assert (int(count), int(errors)) == (12, 0)
+    assert (int(count), int(errors)) == (6, 0)
     config = ast.literal_eval(best)
     assert config["label"] == "toy" and config["x"] * config["y"] <= 200
+    intervals = _printed(out.stdout, "INTERVALS ")
+    events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    running = [sum(step for _, step in events[: i + 1]) for i in range(len(events))]
+    assert max(running) == 2  # two at a time: never one alone throughout, never three
     assert "one at a time" not in out.stderr  # max_concurrent_trials is set
