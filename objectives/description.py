@@ -445,9 +445,11 @@ def _check_expression(text: str, names: set[str], field: str) -> None:
 
 
 def _evaluate(text: str, scope: dict[str, Any], field: str) -> tuple[int, ...]:
-    expression = SafeExpression(text)
     try:
+        expression = SafeExpression(text)
         value = expression.evaluate(scope)
+    except ConstraintError as exc:  # a bound of evaluation: the message names the rule
+        raise DescriptionError(f"`{field}` {exc}") from None
     except (ArithmeticError, NameError, TypeError, ValueError) as exc:
         raise DescriptionError(f"`{field}` expression {text!r} failed on {scope!r}: {exc}") from exc
     items = value if isinstance(value, (tuple, list)) else (value,)
