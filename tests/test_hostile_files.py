@@ -1,11 +1,14 @@
 """A corpus of hostile files and arguments given to the `ciq-tune` command line: each is refused
-with one line ``ciq-tune: error: …`` (exit 2) naming the file, field or rule, within 2 s and
-300 MB, without running code, writing outside `--out` or starting Ray."""
+with one line ``ciq-tune: error: …`` (exit 2) naming the file, field or rule, within 2 s (1 s
+for expressions and saved spaces) and 300 MB, without running code, writing outside `--out` or
+starting Ray."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +55,7 @@ class Case:
     name: str
     make: Callable[[Path], list[str]]
     expect: str
+    cpu_s: float = 2.0
 
 
 def _desc(text: str, suffix: str = ".yaml") -> Callable[[Path], list[str]]:
@@ -245,6 +249,55 @@ CASES = [
     Case("grid-import", _desc(D + "grid: \"__import__('os').system('x')\"\n"), "`grid`"),
     Case("grid-attribute", _desc(D + "grid: BLOCK.__class__\n"), "`grid`"),
     Case("constraint-dunder", _desc(D + "constraints: ['().__class__']\n"), "error"),
+    # -- expressions past the bounds of evaluation (each would take minutes and gigabytes)
+    Case(
+        "constraint-power",
+        _desc(D + "constraints: ['BLOCK ** (10 ** 9) > 0']\n"),
+        "raises to the power 1000000000; the exponent of `**` is at most 64",
+        cpu_s=1.0,
+    ),
+    Case(
+        "constraint-power-of-param",
+        _desc(D + "  N: {choice: [1000000000]}\nconstraints: ['BLOCK ** N > 0']\n"),
+        "raises to the power 1000000000 on",
+        cpu_s=1.0,
+    ),
+    Case(
+        "constraint-shift",
+        _desc(D + "constraints: ['BLOCK << 10 ** 10 > 0']\n"),
+        "shifts by 10000000000; a shift amount of `<<` or `>>` is at most 64",
+        cpu_s=1.0,
+    ),
+    Case(
+        "constraint-huge-int",
+        _desc(D + f"constraints: ['BLOCK < {10**300}']\n"),
+        "integers are at most 2**256 in magnitude",
+        cpu_s=1.0,
+    ),
+    Case(
+        "constraint-string-bomb",
+        _desc(D + "constraints: [\"len('x' * 10 ** 9) > BLOCK\"]\n"),
+        "arithmetic is on numbers only",
+        cpu_s=1.0,
+    ),
+    Case(
+        "condition-power",
+        _desc(D + "  K: {choice: [1, 2], when: 'BLOCK ** (10 ** 9) > 0'}\n"),
+        "the exponent of `**` is at most 64",
+        cpu_s=1.0,
+    ),
+    Case(
+        "grid-shift",
+        _desc(D + "grid: '(BLOCK << 10 ** 10,)'\n"),
+        "`grid`: expression '(BLOCK << 10 ** 10,)' shifts by 10000000000",
+        cpu_s=1.0,
+    ),
+    Case(
+        "block-power",
+        _desc(D + "block: '(2 ** 10 ** 9,)'\n"),
+        "`block`: expression '(2 ** 10 ** 9,)' raises to the power 1000000000",
+        cpu_s=1.0,
+    ),
     Case("shape-unknown-size", _desc(D + "inputs: [{name: a, shape: [M]}]\n"), "sizes"),
     # -- controls files (`apply` reads them before any compiler is consulted)
     Case(
@@ -375,7 +428,7 @@ def test_hostile_input_is_refused_in_one_line(
     assert len(lines) == 1 and lines[0].startswith("ciq-tune: error: "), err
     assert case.expect in lines[0], lines[0]
     assert "Traceback" not in err
-    assert elapsed < 2.0, f"{case.name} took {elapsed:.2f} s of CPU"
+    assert elapsed < case.cpu_s, f"{case.name} took {elapsed:.2f} s of CPU"
     assert rss_growth_mb < 300, f"{case.name} grew the process by {rss_growth_mb:.0f} MB"
     assert not (tmp_path / MARKER).exists() and not (folder / MARKER).exists()
     assert _tree(tmp_path) - before <= {out}, "a file was written outside --out"
@@ -413,8 +466,94 @@ def test_a_pickled_constraint_in_a_saved_space_is_refused_without_running(
     assert "\n" not in str(info.value)
     assert not marker.exists()
     data["constraints"] = [{"ref": "subprocess:call"}]
-    with pytest.raises(SpaceError, match="standard-library"):
+    with pytest.raises(SpaceError, match="never runs code"):
         SearchSpace.from_dict(data)
+    with pytest.raises(SpaceError, match="standard-library"):
+        SearchSpace.from_dict(data, allow_pickle=True)
+
+
+HOSTILE_MODULE = """\
+from pathlib import Path
+
+Path({marker!r}).write_text("imported")
+
+
+def touch(config):
+    Path({marker!r}).write_text("called")
+    return True
+"""
+SPACE_SPEC = {"$dict": {"x": {"$param": {"kind": "choice", "values": [1, 2]}}}}
+
+
+def _hostile_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A module `ciq_hostile_rule` whose import, and whose `touch`, write a marker file."""
+    marker = tmp_path / MARKER
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "ciq_hostile_rule.py").write_text(HOSTILE_MODULE.format(marker=str(marker)))
+    monkeypatch.syspath_prepend(str(modules))
+    monkeypatch.delitem(sys.modules, "ciq_hostile_rule", raising=False)
+    return marker
+
+
+@pytest.mark.parametrize(
+    ("constraints", "spec", "field"),
+    [
+        ([{"ref": "ciq_hostile_rule:touch"}], SPACE_SPEC, "constraints[0].ref"),
+        ([{"expr": "x > 0"}, {"ref": "yaml:safe_dump"}], SPACE_SPEC, "constraints[1].ref"),
+        (
+            [],
+            {
+                "$dict": {
+                    **SPACE_SPEC["$dict"],
+                    "y": {
+                        "$conditional": {
+                            "when": {"ref": "ciq_hostile_rule:touch"},
+                            "spec": SPACE_SPEC["$dict"]["x"],
+                        }
+                    },
+                }
+            },
+            "spec.$dict.y.$conditional.when.ref",
+        ),
+    ],
+)
+def test_a_reference_in_a_saved_space_file_is_refused_without_importing_or_calling(
+    constraints: list[dict[str, str]],
+    spec: dict[str, object],
+    field: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ciq_tune.compat.search import Search
+
+    marker = _hostile_module(tmp_path, monkeypatch)
+    path = tmp_path / "space.json"
+    path.write_text(json.dumps({"spec": spec, "constraints": constraints}))
+    start = time.process_time()
+    with pytest.raises(SpaceError) as info:
+        Search(lambda config: 0.0, search_space=path, search_config={})
+    with pytest.raises(SpaceError) as direct:
+        SearchSpace.from_dict(load_json(path), source=path)
+    assert time.process_time() - start < 1.0
+    for error in (info.value, direct.value):
+        message = str(error)
+        assert "\n" not in message
+        assert message.startswith(f"{path}: field `{field}`: "), message
+        assert "loading a saved space never runs code" in message
+    assert not marker.exists(), "the referenced module was imported or its function called"
+    assert "ciq_hostile_rule" not in sys.modules
+
+
+def test_a_reference_is_imported_and_called_only_when_the_python_caller_trusts_the_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other side of the test above: the probe module does write its marker when run."""
+    marker = _hostile_module(tmp_path, monkeypatch)
+    data = {"spec": SPACE_SPEC, "constraints": [{"ref": "ciq_hostile_rule:touch"}]}
+    space = SearchSpace.from_dict(data, allow_pickle=True)
+    assert marker.read_text() == "imported"
+    assert space.sample(1, seed=0) and marker.read_text() == "called"
 
 
 def test_the_compat_search_refuses_a_pickled_space_file(tmp_path: Path) -> None:

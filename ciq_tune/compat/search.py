@@ -514,7 +514,8 @@ def _as_space(space: Mapping[str, Any] | SearchSpace | str | Path) -> SearchSpac
     if isinstance(space, SearchSpace):
         return space
     if isinstance(space, (str, Path)):
-        return SearchSpace.from_dict(load_json(space, what="saved search space", error=SpaceError))
+        data = load_json(space, what="saved search space", error=SpaceError)
+        return SearchSpace.from_dict(data, source=space)
     if isinstance(space, Mapping):
         return SearchSpace(dict(space))
     raise SpaceError(

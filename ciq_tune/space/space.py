@@ -8,6 +8,7 @@ import hashlib
 import importlib
 import itertools
 import json
+import os
 import re
 import sys
 import types
@@ -323,37 +324,56 @@ class SearchSpace:
     # -- persistence ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe description: expressions as text, module-level functions as
-        ``"module:function"`` references, other callables (lambdas, closures) pickled."""
+        ``"module:function"`` references, other callables (lambdas, closures) pickled; the
+        last two load back only with ``from_dict(..., allow_pickle=True)``."""
         return {
             "spec": _spec_to_json(self.spec),
             "constraints": [_constraint_to_json(c) for c in self.constraints],
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, allow_pickle: bool = False) -> SearchSpace:
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        allow_pickle: bool = False,
+        source: str | os.PathLike[str] | None = None,
+    ) -> SearchSpace:
         """Rebuild a space from `to_dict` output.
+
+        Loading is inert: expressions are parsed and checked, and a constraint saved as code —
+        a ``"module:function"`` reference or a pickled callable — is refused, since importing
+        or unpickling runs code named by the data.
 
         Args:
             data: the saved space.
-            allow_pickle: also load pickled callables (lambdas, closures). Unpickling runs
-                code named by the data, so it is refused unless the data comes from a source
-                as trusted as this program (e.g. its own checkpoint).
+            allow_pickle: trust the data as much as this program (e.g. its own checkpoint):
+                also import ``"module:function"`` references (functions of your own code, not
+                the standard library) and unpickle callables (lambdas, closures).
+            source: the file `data` was read from, named at the start of every error.
 
         Raises:
-            SpaceError: malformed data, or a pickled callable without `allow_pickle`.
+            SpaceError: malformed data, or a constraint saved as code without `allow_pickle`
+                (one line naming `source`, the field and the rule).
         """
-        if not isinstance(data, Mapping):
-            raise SpaceError(f"a saved search space is a mapping, got {type(data).__name__}")
         try:
-            spec = _spec_from_json(data["spec"], allow_pickle)
-            constraints = [
-                _constraint_from_json(c, allow_pickle) for c in data.get("constraints", [])
-            ]
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            if isinstance(exc, SpaceError):
+            if not isinstance(data, Mapping):
+                raise SpaceError(f"a saved search space is a mapping, got {type(data).__name__}")
+            try:
+                spec = _spec_from_json(data["spec"], allow_pickle, "spec")
+                constraints = [
+                    _constraint_from_json(c, allow_pickle, f"constraints[{i}]")
+                    for i, c in enumerate(data.get("constraints", []))
+                ]
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                if isinstance(exc, SpaceError):
+                    raise
+                raise SpaceError(f"not a saved search space: {exc!r}") from None
+            return cls(spec, constraints=constraints)
+        except SpaceError as exc:
+            if source is None:
                 raise
-            raise SpaceError(f"not a saved search space: {exc!r}") from None
-        return cls(spec, constraints=constraints)
+            raise type(exc)(f"{os.fspath(source)}: {exc}") from None
 
     def __repr__(self) -> str:
         return f"SearchSpace({len(self)} parameters: {', '.join(self.keys)})"
@@ -456,20 +476,22 @@ def _spec_to_json(node: Any) -> Any:
     return {"$const": node}
 
 
-def _spec_from_json(node: Any, allow_pickle: bool) -> Any:
+def _spec_from_json(node: Any, allow_pickle: bool, where: str) -> Any:
+    """The spec saved at `node`; `where` is its field in the saved data, for errors."""
     ((tag, body),) = node.items()
+    where = f"{where}.{tag}"
     if tag == "$param":
         return parameter_from_dict(body)
     if tag == "$conditional":
-        when = _constraint_from_json(body["when"], allow_pickle).rule
-        return Conditional(_spec_from_json(body["spec"], allow_pickle), when)
+        when = _constraint_from_json(body["when"], allow_pickle, f"{where}.when").rule
+        return Conditional(_spec_from_json(body["spec"], allow_pickle, f"{where}.spec"), when)
     if tag == "$dict":
-        return {k: _spec_from_json(v, allow_pickle) for k, v in body.items()}
+        return {k: _spec_from_json(v, allow_pickle, f"{where}.{k}") for k, v in body.items()}
     if tag == "$list":
-        return [_spec_from_json(v, allow_pickle) for v in body]
+        return [_spec_from_json(v, allow_pickle, f"{where}[{i}]") for i, v in enumerate(body)]
     if tag == "$const":
         return body
-    raise SpaceError(f"unknown node {tag!r} in a saved search space")
+    raise SpaceError(f"field `{where}`: unknown node {tag!r} in a saved search space")
 
 
 def _constraint_to_json(constraint: Constraint) -> dict[str, str]:
@@ -486,19 +508,30 @@ def _constraint_to_json(constraint: Constraint) -> dict[str, str]:
     return {"pickled": base64.b64encode(cloudpickle.dumps(constraint.rule)).decode()}
 
 
-def _constraint_from_json(data: Mapping[str, str], allow_pickle: bool) -> Constraint:
+def _constraint_from_json(data: Mapping[str, str], allow_pickle: bool, where: str) -> Constraint:
+    """The constraint saved at field `where`; one saved as code only when `allow_pickle`."""
     if "expr" in data:
         return Constraint(data["expr"])
     if "ref" in data:
+        if not allow_pickle:
+            raise SpaceError(
+                f"field `{where}.ref`: the saved constraint names a function to import and call "
+                f"({str(data['ref'])[:200]!r}), and loading a saved space never runs code; write "
+                'the constraint as an expression ("BM * BN <= 65536"), or build the SearchSpace '
+                "in Python with the function (SearchSpace.from_dict(..., allow_pickle=True) "
+                "imports it from data you trust)"
+            )
         return Constraint(_resolve_reference(data["ref"]))
     if "pickled" not in data:
-        raise SpaceError(f"a saved constraint has `expr` or `ref`, got keys {sorted(data)}")
+        raise SpaceError(
+            f"field `{where}`: a saved constraint has `expr` or `ref`, got keys {sorted(data)}"
+        )
     if not allow_pickle:
         raise SpaceError(
-            "the saved search space holds a pickled constraint, and unpickling runs code named "
-            'by the file; write the constraint as an expression ("BM * BN <= 65536") or a '
-            'module-level function (saved as "module:function"), or pass allow_pickle=True '
-            "if you trust the file"
+            f"field `{where}.pickled`: the saved search space holds a pickled constraint, and "
+            "unpickling runs code named by the file; write the constraint as an expression "
+            '("BM * BN <= 65536"), or build the SearchSpace in Python with the function, or '
+            "pass allow_pickle=True if you trust the file"
         )
     import pickle
 

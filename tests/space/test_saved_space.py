@@ -1,4 +1,5 @@
-"""Saving and loading spaces never unpickles unless asked: expressions, references, pickles."""
+"""Loading a saved space runs no code unless asked: expressions load, references and pickles
+are refused without `allow_pickle`."""
 
 from __future__ import annotations
 
@@ -16,16 +17,31 @@ def _space(*constraints: object) -> ss.SearchSpace:
     return ss.SearchSpace(spec, constraints=list(constraints))  # type: ignore[arg-type]
 
 
-def test_expressions_and_module_functions_round_trip_without_pickle() -> None:
+def test_expressions_round_trip_and_module_functions_load_only_when_trusted() -> None:
     space = _space("BM >= BN", small_tile)
     saved = json.loads(json.dumps(space.to_dict()))
     assert saved["constraints"] == [
         {"expr": "BM >= BN"},
         {"ref": "tests.space.constraint_rules:small_tile"},
     ]
-    again = ss.SearchSpace.from_dict(saved)
+    assert ss.SearchSpace.from_dict({**saved, "constraints": saved["constraints"][:1]}).sample(
+        3, seed=0
+    ) == _space("BM >= BN").sample(3, seed=0)
+    with pytest.raises(SpaceError, match=r"field `constraints\[1\]\.ref`.*never runs code"):
+        ss.SearchSpace.from_dict(saved)
+    again = ss.SearchSpace.from_dict(saved, allow_pickle=True)
     assert again.constraints[1].rule is small_tile
     assert again.sample(3, seed=0) == space.sample(3, seed=0)
+
+
+def test_a_reference_in_a_condition_is_refused_naming_its_field() -> None:
+    spec = {"BM": ss.choice([16, 32]), "BK": ss.conditional(ss.choice([1, 2]), when=small_tile)}
+    saved = json.loads(json.dumps(ss.SearchSpace(spec).to_dict()))
+    with pytest.raises(SpaceError, match=r"^space\.json: field `spec\.\$dict\.BK\.\$conditional"):
+        ss.SearchSpace.from_dict(saved, source="space.json")
+    assert ss.SearchSpace.from_dict(saved, allow_pickle=True).leaves[1].conditions[0].rule is (
+        small_tile
+    )
 
 
 def test_a_lambda_is_pickled_and_loads_only_when_allowed() -> None:
@@ -49,11 +65,13 @@ def test_a_lambda_is_pickled_and_loads_only_when_allowed() -> None:
         ({"other": 1}, "`expr` or `ref`"),
     ],
 )
-def test_bad_references_are_refused(constraint: dict[str, object], message: str) -> None:
+def test_bad_references_are_refused_even_when_trusted(
+    constraint: dict[str, object], message: str
+) -> None:
     saved = _space().to_dict()
     saved["constraints"] = [constraint]
     with pytest.raises(SpaceError, match=message):
-        ss.SearchSpace.from_dict(saved)
+        ss.SearchSpace.from_dict(saved, allow_pickle=True)
 
 
 @pytest.mark.parametrize("data", [[], "x", {"spec": {"$what": 1}}, {"constraints": []}])
