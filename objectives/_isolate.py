@@ -2,7 +2,7 @@
 
 A candidate that hangs is killed, one that segfaults or corrupts its CUDA context fails alone
 with its reason as data, and the calling process (a Ray worker) carries on. The worker is a
-fresh interpreter (``python -m objectives._isolate``, never a fork, so no CUDA state is
+fresh interpreter (``python -c`` calling `main`, never a fork, so no CUDA state is
 inherited) and stays warm between candidates that end cleanly; it is replaced after a crash or
 a timeout, and recycled after `max_tasks` tasks or once its resident memory passes
 `max_rss_mb`, so a task that leaks cannot grow the worker without bound.
@@ -42,6 +42,9 @@ _KEEP_WARM = frozenset({"ok", "compile_error", "wrong_result", "error"})
 DEFAULT_MAX_TASKS = 200
 DEFAULT_MAX_RSS_MB = 4096.0
 _PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# The worker's program. Not `-m objectives._isolate`: the package imports this module first, and
+# runpy then warns, on every worker's stderr, about running a module already imported.
+WORKER_CODE = "import sys; from objectives._isolate import main; main(sys.argv[1:])"
 # Seconds between liveness checks while waiting for a worker's message.
 _POLL_S = 0.5
 
@@ -125,8 +128,8 @@ class IsolatedWorker:
         self._proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "objectives._isolate",
+                "-c",
+                WORKER_CODE,
                 str(to_child_r),
                 str(from_child_w),
                 *self._preload,
@@ -406,9 +409,10 @@ def _serve(recv: Connection, send: Connection, preload: list[str]) -> None:
             return
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> None:
+    """The worker process's entry: ``RECV_FD SEND_FD [PRELOAD_MODULE ...]``."""
     _serve(
-        Connection(int(sys.argv[1]), writable=False),
-        Connection(int(sys.argv[2]), readable=False),
-        sys.argv[3:],
+        Connection(int(argv[0]), writable=False),
+        Connection(int(argv[1]), readable=False),
+        argv[2:],
     )

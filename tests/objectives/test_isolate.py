@@ -142,3 +142,31 @@ def test_recycling_limits_are_validated() -> None:
         IsolatedWorker(max_tasks=0)
     with pytest.raises(ValueError, match="max_rss_mb"):
         IsolatedWorker(max_rss_mb=float("nan"))
+
+
+def test_a_worker_starts_and_ends_without_a_warning() -> None:
+    # Run as `python -m objectives._isolate`, the worker made runpy warn on its stderr that the
+    # module was imported before it ran; `-W error` turns any warning into a failure.
+    import os
+    import subprocess
+    import sys
+
+    from objectives import _isolate
+
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+    env = {**os.environ, "PYTHONPATH": str(_isolate._PROJECT_ROOT)}
+    command = [sys.executable, "-W", "error", "-c", _isolate.WORKER_CODE]
+    proc = subprocess.Popen(
+        [*command, str(to_child_r), str(from_child_w)],
+        env=env,
+        pass_fds=(to_child_r, from_child_w),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(to_child_r)
+    os.close(from_child_w)
+    os.close(to_child_w)  # no task: the worker reports ready, reads EOF and ends
+    _, stderr = proc.communicate(timeout=60)
+    os.close(from_child_r)
+    assert proc.returncode == 0 and stderr == "", stderr
