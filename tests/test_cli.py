@@ -347,3 +347,10 @@ def test_verify_without_a_gpu_is_an_error_not_a_traceback(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "needs a CUDA GPU" in err and "torch.cuda.is_available() is False" in err
+
+
+def test_tune_prints_metrics_to_five_significant_digits() -> None:
+    from ciq_tune.cli.tune import _short
+
+    assert _short(0.18612345678901) == "0.18612" and _short(2052) == "2052"
+    assert _short(None) == "None"

@@ -501,11 +501,16 @@ def write_outputs(
         f"{len(results.records)} evaluations ({len(ok)} ok"
         + (f"; {failures}" if failures else "")
         + f"); {desc.metric} in the search (one round each): "
-        f"baseline {baseline}, best {search_value}\n{validation.summary()}\n"
-        f"{remeasured}{simplified}wrote {path} ({desc.metric} {best} with "
+        f"baseline {_short(baseline)}, best {_short(search_value)}\n{validation.summary()}\n"
+        f"{remeasured}{simplified}wrote {path} ({desc.metric} {_short(best)} with "
         f"{json.dumps(best_config)})"
     )
     return 0
+
+
+def _short(value: Any) -> str:
+    """A metric as printed: five significant digits (the file keeps every digit)."""
+    return f"{value:.5g}" if isinstance(value, float) else str(value)
 
 
 def failure_summary(records: Sequence[Any]) -> str:
