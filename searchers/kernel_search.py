@@ -147,7 +147,9 @@ def kernel_tuner(
         tune.with_resources(trainable, placement.resources),
         tune_config=tune.TuneConfig(
             search_alg=searcher,
-            num_samples=-1,
+            # The searcher ends the run (its budget); Tune's own count is the same number, so
+            # its banner says how many trials there will be at most.
+            num_samples=max_evaluations,
             reuse_actors=True,
             # Without it Tune keeps one trial pending for a custom searcher: one at a time.
             max_concurrent_trials=placement.max_concurrent_trials,

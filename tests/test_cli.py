@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -190,11 +191,14 @@ def test_tune_writes_the_validated_winner_or_else_the_baseline(
 @needs_ptxas
 @pytest.mark.slow
 def test_tune_writes_a_controls_file_that_apply_and_check_accept(
-    ray_cluster: None, tmp_path: Path
+    ray_cluster: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
     args = ["tune", str(EXAMPLE), "--budget", "8", "--num-cpus", "2", "--out", str(out)]
     assert main([*args, "--tracking", "none"]) == 0
+    # Tune's banner gives the budget as its number of trials (not sys.maxsize).
+    banner = re.search(r"Number of trials\s+(\d+)", capfd.readouterr().out)
+    assert banner is not None and banner.group(1) == "8"
     written = out / "spill.controls.yaml"
     data = yaml.safe_load(written.read_text())
     assert data["scores"]["best"] <= data["scores"]["baseline"]
