@@ -142,14 +142,3 @@ def test_latency_percentiles_come_with_every_round() -> None:
     assert stats.p50_ms == pytest.approx(50.5)
     assert stats.p95_ms == pytest.approx(95.05) and stats.p99_ms == pytest.approx(99.01)
     assert stats.median_ms == stats.p50_ms
-
-
-def test_energy_is_measured_when_it_is_the_metric(tmp_path: Path) -> None:
-    from objectives import make_trainable
-
-    desc = _desc(tmp_path, metric="energy_mj")
-    # partial(objectives._trainable._trainable, worker, data, energy)
-    assert make_trainable(desc).args[2] is True
-    plain = make_trainable(_desc(tmp_path))
-    assert plain.args[2] is False
-    assert make_trainable(_desc(tmp_path), energy=True).args[2] is True
