@@ -18,6 +18,7 @@ from pymoo.core.individual import Individual
 from pymoo.core.population import Population
 
 from ciq_tune.engine.operators import duplicate_elimination
+from ciq_tune.engine.operators.duplicates.config_duplicates import ConfigHashDuplicateElimination
 from ciq_tune.engine.operators.duplicates.config_duplicates import config_key
 from ciq_tune.space import SearchSpace
 from ciq_tune.space.space import Genes
@@ -59,12 +60,22 @@ class ProposalArchive:
         self.duplicates = duplicate_elimination(space)
         self.next_id = 0
         self._individuals: list[Individual] = []
+        # The archive's keys where duplicates are exact keys: the same test as the pymoo
+        # hashing elimination's, without rebuilding its set of the whole archive per call.
+        self._keys: set[str] | None = (
+            set() if isinstance(self.duplicates, ConfigHashDuplicateElimination) else None
+        )
 
     def candidate(self, genes: Genes, origin: Origin, generation: int) -> Candidate | None:
         """A new candidate (archived, with the next id), or None if its configuration was
         already proposed."""
         individual = _individual(genes)
-        if len(self.duplicates.do(Population.create(individual), self.population())) == 0:
+        if self._keys is not None:
+            key = config_key(self.space, individual)
+            if key in self._keys:
+                return None
+            self._keys.add(key)
+        elif len(self.duplicates.do(Population.create(individual), self.population())) == 0:
             return None
         self._individuals.append(individual)
         candidate = Candidate(
@@ -84,6 +95,15 @@ class ProposalArchive:
         feasible = [_individual(g) for g in rows if self.space.is_feasible(tuple(g))]
         if not feasible:
             return []
+        if self._keys is not None:  # the first row of each key, unless the archive has it
+            out: list[Genes] = []
+            seen: set[str] = set()
+            for individual in feasible:
+                key = config_key(self.space, individual)
+                if key not in seen and key not in self._keys:
+                    out.append(tuple(individual.X))
+                seen.add(key)
+            return out
         new = self.duplicates.do(Population.create(*feasible), self.population())
         return [tuple(individual.X) for individual in new]
 
@@ -96,6 +116,8 @@ class ProposalArchive:
     def restore(self, proposed: Sequence[tuple[Genes, str]], next_id: int) -> None:
         """Refill the archive from saved (genes, key) pairs."""
         self._individuals = [_individual(genes, key) for genes, key in proposed]
+        if self._keys is not None:
+            self._keys = {config_key(self.space, individual) for individual in self._individuals}
         self.next_id = next_id
 
 
