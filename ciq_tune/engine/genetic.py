@@ -296,8 +296,13 @@ class GeneticEngine(Engine):
         return {r.genes: self._value(r) for r in self._records if r.ok}
 
     def _value(self, record: EvaluationRecord) -> float:
-        """One value to minimise per evaluation (with several objectives, their sum)."""
-        return float(np.sum(record.minimised(self.objectives)))
+        """One value to minimise per evaluation (with several objectives, their sum); worked
+        out once per evaluation."""
+        values: dict[int, float] = self.__dict__.setdefault("_values_by_id", {})
+        value = values.get(record.candidate_id)
+        if value is None:
+            value = values[record.candidate_id] = float(np.sum(record.minimised(self.objectives)))
+        return value
 
     def _descend(self, n: int) -> list[Candidate]:
         """Up to `n` poll points of a local descent (`engine/multistart.py`) from a random or

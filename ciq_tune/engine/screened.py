@@ -98,6 +98,7 @@ convolution 21.5 -> 21.5; session 18).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping
 from functools import partial
@@ -165,6 +166,10 @@ SCALES_REFIT_EVERY_GENERATION = 100
 SCALES_REFIT_GROWTH = 1.25
 # A local pick (`local_picks`) changes at most this many parameters of the best configuration.
 LOCAL_CHANGES = 2
+
+
+# `_ranked_successes`' cache: the records it has seen, how many, them ranked, their values.
+_Ranked = tuple[list[EvaluationRecord], int, list[EvaluationRecord], list[float]]
 
 
 class ScreenedGAConfig(EngineConfig):
@@ -598,12 +603,29 @@ class ScreenedGA(GA):
         """Good (best `gamma` share of successes, at most `max_good`, best first) and other
         records (the rest of the successes and every failure)."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
-        ok = [r for r in self._records if r.ok]
-        ok.sort(key=lambda r: float(np.sum(r.minimised(self.objectives))))
+        ok = self._ranked_successes()
         n_good = min(max(1, math.ceil(config.gamma * len(ok))), config.max_good) if ok else 0
         good = ok[:n_good]
         ids = {r.candidate_id for r in good}
         return good, [r for r in self._records if r.candidate_id not in ids]
+
+    def _ranked_successes(self) -> list[EvaluationRecord]:
+        """The successful evaluations, lowest value (`_value`) first, ties in the order told:
+        a stable sort's order, kept up to date as evaluations arrive (each goes in after the
+        equal ones before it)."""
+        records = self._records
+        ranked: _Ranked | None = getattr(self, "_ranked", None)
+        if ranked is None or ranked[0] is not records or ranked[1] > len(records):
+            ranked = (records, 0, [], [])
+        _, seen, order, values = ranked
+        for record in records[seen:]:
+            if record.ok:
+                value = self._value(record)
+                at = bisect.bisect_right(values, value)
+                values.insert(at, value)
+                order.insert(at, record)
+        self._ranked = (records, len(records), order, values)
+        return order
 
     def _density_ratio(self, pool: list[Genes]) -> np.ndarray:
         """log l(x) - log g(x) of each candidate."""
