@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from ciq_tune.controls.matrix import MatrixEntry
 from ciq_tune.controls.matrix import ShapeResult
 from ciq_tune.errors import CiqTuneError
 from ciq_tune.errors import MeasurementError
-from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
 from ciq_tune.validation import SearchValidation
@@ -35,6 +35,7 @@ from objectives import measurement_is_exact
 from objectives import starting_points
 from objectives._stages import Benchmarker
 from objectives.description import KernelDescription
+from objectives.matrix import GUARD_STATUS
 from objectives.matrix import ShapeGroup
 from objectives.matrix import bucket_score
 from objectives.matrix import group_shapes
@@ -181,10 +182,7 @@ def tune_matrix(
     shapes = per_shape_values(desc, results, rows)
     if proceed is not None and not proceed():
         raise MatrixInterrupted(results, shapes)
-    base_values: list[float | None] = next(
-        (v for r, v in zip(results.records, shapes, strict=True) if r.config == baseline),
-        [None] * n,
-    )
+    base_values = _values_at(results, shapes, baseline, n)
     outcomes = []
     for group in groups:
         # Validation re-measures on the GPU for minutes: a Ctrl+C skips what is left of it.
@@ -193,10 +191,7 @@ def tune_matrix(
         ranked = _bucket_results(desc, group, results, shapes, base_values)
         outcome = _outcome(desc, group, ranked, baseline, base_values, settings, gpus)
         outcome.helion_config = _helion_config(rows.get(_config_key(outcome.winner), {}))
-        winner_values: list[float | None] = next(
-            (v for r, v in zip(results.records, shapes, strict=True) if r.config == outcome.winner),
-            [None] * n,
-        )
+        winner_values = _values_at(results, shapes, outcome.winner, n)
         outcome.winner_values = [winner_values[i] for i in group.indices]
         outcomes.append(outcome)
     return MatrixSearch(results, shapes, outcomes)
@@ -242,27 +237,27 @@ def _bucket_results(
     baseline: list[float | None],
 ) -> SearchResults:
     """The search's evaluations scored on one bucket (`objectives.matrix.bucket_score`): a
-    configuration is ``ok`` for the bucket when it succeeded at each of its shapes."""
+    configuration is ``ok`` for the bucket when it succeeded at each of the bucket's shapes
+    (wherever else it failed) and passed the worst-shape guard (`GUARD_STATUS` when not)."""
     records = []
     for record, values in zip(results.records, shapes, strict=True):
         score = bucket_score(desc, group, values, baseline)
-        ok = score is not None
-        status = "ok" if ok else (record.status if not record.ok else "shape_failed")
-        records.append(
-            EvaluationRecord(
-                candidate_id=record.candidate_id,
-                generation=record.generation,
-                config=record.config,
-                genes=record.genes,
-                key=record.key,
-                origin=record.origin,
-                status="ok" if ok else status,
-                values={BUCKET_SCORE: float(score)} if score is not None else None,
-                elapsed_s=record.elapsed_s,
-                info=record.info,
-            )
-        )
+        if score is not None:
+            records.append(replace(record, status="ok", values={BUCKET_SCORE: score}))
+        else:
+            # Successful at every shape, so only the guard can have refused it.
+            status = GUARD_STATUS if record.ok else record.status
+            records.append(replace(record, status=status, values=None))
     return SearchResults([Objective(name=BUCKET_SCORE, mode="min")], records)
+
+
+def _values_at(
+    results: SearchResults, shapes: list[list[float | None]], config: Any, n: int
+) -> list[float | None]:
+    """The per-shape values of `config`'s evaluation (None at every shape when it has none)."""
+    return next(
+        (v for r, v in zip(results.records, shapes, strict=True) if r.config == config), [None] * n
+    )
 
 
 def _outcome(
