@@ -115,7 +115,9 @@ from ciq_tune.engine.coordinate_search import CompassSearch
 from ciq_tune.engine.ga import GA
 from ciq_tune.engine.gaussian_process import NOISE
 from ciq_tune.engine.gaussian_process import GaussianProcess
+from ciq_tune.engine.gaussian_process import ListedProcess
 from ciq_tune.engine.gaussian_process import expected_improvement
+from ciq_tune.engine.gaussian_process import fitted_hyperparameters
 from ciq_tune.engine.genetic import value_spread
 from ciq_tune.engine.multistart import Samples
 from ciq_tune.engine.multistart import critical_distance
@@ -155,8 +157,10 @@ SCREENED_DEFAULTS: dict[str, Any] = {
     "process_picks_until": 100,
 }
 # Most feasible configurations a space may list for the Gaussian-process ranking (the kt_rtx
-# GEMM space lists 17 956; ranking all of them takes ~0.15 s per pick at 100 evaluations and
-# ~0.4 s at 250 on one CPU core).
+# GEMM space lists 17 956: `ListedProcess` ranks all of them for ~10 ms of one CPU core per
+# evaluation at 800-900 evaluations, 29 s in all to 1,000 with the length scales' refits,
+# bench/engine_pace.py; a process rebuilt for each pick took ~0.15 s per pick at 100
+# evaluations and ~0.4 s at 250).
 MAX_LISTED = 50_000
 # Per-parameter length scales are refitted every generation up to this many evaluations, then
 # once the evaluations have grown by this factor: a fit's L-BFGS steps cost ~n^3 each (every
@@ -166,10 +170,22 @@ SCALES_REFIT_EVERY_GENERATION = 100
 SCALES_REFIT_GROWTH = 1.25
 # A local pick (`local_picks`) changes at most this many parameters of the best configuration.
 LOCAL_CHANGES = 2
+# An expected improvement within this share of the highest ties with it within rounding
+# (`_exact_process`): `ListedProcess`'s and `GaussianProcess`'s differ by at most 1.3e-10 of
+# the highest on the replays and the battery's categorical space.
+TIE_SHARE = 1e-6
 
 
 # `_ranked_successes`' cache: the records it has seen, how many, them ranked, their values.
 _Ranked = tuple[list[EvaluationRecord], int, list[EvaluationRecord], list[float]]
+
+
+def _near_tie(gain: np.ndarray, pick: int) -> bool:
+    """Whether another value of `gain` is within rounding of its highest, `gain[pick]`."""
+    if len(gain) < 2:
+        return False
+    top = float(gain[pick])
+    return top - float(np.partition(gain, -2)[-2]) <= TIE_SHARE * abs(top)
 
 
 class ScreenedGAConfig(EngineConfig):
@@ -437,7 +453,11 @@ class ScreenedGA(GA):
         "Kriging is well-suited to parallelize optimization", 2010). The last `local_picks`
         choose only among configurations near the best (`LOCAL_CHANGES`): over the whole space
         the highest expected improvement near the optimum goes to configurations that change
-        many parameters at once, as the process cannot resolve a few per cent there."""
+        many parameters at once, as the process cannot resolve a few per cent there.
+
+        The process is `ListedProcess`, `GaussianProcess` kept from one generation to the next
+        over the listed rows (the same predictions, up to rounding, for O(n N) per pick where
+        a process rebuilt for each costs O(n^2 N))."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         ok = [r for r in self._records if r.ok]
         if n <= 0 or len(ok) < 2:
@@ -446,58 +466,149 @@ class ScreenedGA(GA):
         if np.all(values > 0):
             values = np.log(values)
         failed = [r for r in self._records if not r.ok]
-        genes = [r.genes for r in [*ok, *failed]]
-        keys = [r.key for r in [*ok, *failed]]
-        X = self._process_features(genes, keys)
         y = np.concatenate([values, np.full(len(failed), values.max())])
-        believed = [c.genes for c in [*self._pending.values(), *self._queue]]
+        believed = [*self._pending.values(), *self._queue]
         fresh = np.ones(len(self._listed), dtype=bool)
-        for g in [*genes, *believed]:
+        for g in [*(r.genes for r in self._records), *(c.genes for c in believed)]:
             i = self._listed_index.get(tuple(g))
             if i is not None:
                 fresh[i] = False
-        best = np.array(list(self._split()[0][0].genes), dtype=object)
-        near = (self._listed_genes != best).sum(1) <= LOCAL_CHANGES
+        near = self._near(self._split()[0][0].genes)
         n_local = config.local_picks
         if config.steady_state:  # one pick at a time: local at the generational share
             n_local = int(self.rng.random() < config.local_picks / config.pool_size)
-        process = self._process(X, y)
+        process = self._listed_process(ok, failed, values, y)
         if believed:
-            B = self._process_features(believed)
-            process = process.believing(B, process.predict(B)[0])
+            B = self._process_features([c.genes for c in believed])
+            listed = [self._listed_index.get(tuple(c.genes), -1) for c in believed]
+            process.believe_all([c.key for c in believed], B, process.predict_points(B), listed)
+        near_rows = np.flatnonzero(near)
+        exact: GaussianProcess | None = None  # `GaussianProcess` itself, from a near tie on
+        picked: list[tuple[np.ndarray, int, int | None]] = []
         out: list[Candidate] = []
         while len(out) < n and fresh.any():
             local = len(out) >= n - n_local and bool((fresh & near).any())
             rows = np.flatnonzero(fresh & near if local else fresh)
-            mean, sd = process.predict(self._listed_X[rows])
-            pick = int(np.argmax(expected_improvement(mean, sd, process.best)))
+            if exact is None:
+                mean, sd = process.predict(rows)
+                gain = expected_improvement(mean, sd, process.best)
+                pick = int(np.argmax(gain))
+                if _near_tie(gain, pick):
+                    exact = self._exact_process(ok, failed, y, believed, picked)
+            if exact is not None:
+                mean, sd = exact.predict(self._listed_X[rows])
+                pick = int(np.argmax(expected_improvement(mean, sd, exact.best)))
             row = int(rows[pick])
             fresh[row] = False
             candidate = self._make_candidate(self._listed[row], "offspring")
+            picked.append((rows, pick, None if candidate is None else row))
             if candidate is None:
                 continue
             out.append(candidate)
-            process = process.believing(self._listed_X[row : row + 1], mean[pick : pick + 1])
+            if len(out) == n or not fresh.any():  # no pick follows to see this one
+                break
+            X = self._listed_X[row : row + 1]
+            if exact is not None:
+                exact = exact.believing(X, mean[pick : pick + 1])
+            else:
+                local = len(out) >= n - n_local and bool((fresh & near).any())
+                cols = near_rows if local else None
+                process.believe(candidate.key, X, mean[pick : pick + 1], row, cols)
         return out
 
-    def _process(self, X: np.ndarray, y: np.ndarray) -> GaussianProcess:
-        """The Gaussian process of `X`, `y`; per-parameter length scales (`length_scales`) and
-        the noise are refitted on the schedule of `SCALES_REFIT_GROWTH`, and reused in
-        between."""
+    def _exact_process(
+        self,
+        ok: list[EvaluationRecord],
+        failed: list[EvaluationRecord],
+        y: np.ndarray,
+        believed: list[Candidate],
+        picked: list[tuple[np.ndarray, int, int | None]],
+    ) -> GaussianProcess:
+        """The `GaussianProcess` of the evaluations and the candidates out, rebuilt as it was
+        before `ListedProcess` and taken through the picks so far (`picked`: the rows ranked,
+        the pick among them, its row if it was proposed): where the highest expected
+        improvement is a tie within rounding (two configurations one unordered value apart and
+        equally far from every evaluation), the pick is `GaussianProcess`'s, whose rounding
+        broke it before, so that the search proposes what it did."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
+        fitted = [*ok, *failed]
+        X = self._process_features([r.genes for r in fitted], [r.key for r in fitted])
         if config.length_scales == "shared":
-            return GaussianProcess(X, y)
-        scales, fitted_at = getattr(self, "_scales", None), getattr(self, "_scales_at", 0)
-        n = len(X)
-        if (
-            scales is not None
-            and SCALES_REFIT_EVERY_GENERATION < n < SCALES_REFIT_GROWTH * fitted_at
-        ):
-            return GaussianProcess(X, y, scales, noise=self._noise)
-        process = GaussianProcess(X, y, per_coordinate=True)
-        self._scales, self._scales_at = np.asarray(process.length_scale), n
-        self._noise = process.noise
+            process = GaussianProcess(X, y)
+        else:
+            process = GaussianProcess(X, y, self._scales, noise=self._noise)
+        if believed:
+            B = self._process_features([c.genes for c in believed])
+            process = process.believing(B, process.predict(B)[0])
+        for rows, pick, row in picked:
+            if row is not None:
+                mean = process.predict(self._listed_X[rows])[0]
+                process = process.believing(self._listed_X[row : row + 1], mean[pick : pick + 1])
         return process
+
+    def _near(self, best: Genes) -> np.ndarray:
+        """Which listed configurations change at most `LOCAL_CHANGES` parameters of `best`."""
+        if getattr(self, "_listed_codes", None) is None:
+            # Each column's genes as codes, equal where the genes are.
+            self._gene_codes: list[dict[Any, int]] = [{} for _ in self.space.leaves]
+            codes = np.empty(self._listed_genes.shape, dtype=np.int64)
+            for j, column in enumerate(self._listed_genes.T):
+                index = self._gene_codes[j]
+                codes[:, j] = [index.setdefault(g, len(index)) for g in column]
+            self._listed_codes = codes
+        own = [index.get(g, -1) for index, g in zip(self._gene_codes, best, strict=True)]
+        return (self._listed_codes != np.array(own)).sum(1) <= LOCAL_CHANGES
+
+    def _listed_process(
+        self,
+        ok: list[EvaluationRecord],
+        failed: list[EvaluationRecord],
+        values: np.ndarray,
+        y: np.ndarray,
+    ) -> ListedProcess:
+        """The process of the evaluations over the listed rows: length scales and noise as
+        `_process_hyperparameters` says, conditioned on every evaluation (`y`: the successes'
+        `values`, then the failures')."""
+        scales, noise, batch = self._process_hyperparameters(ok, failed, y)
+        process = getattr(self, "_listed_gp", None)
+        if process is None or not process.fits(scales, noise):
+            process = self._listed_gp = ListedProcess(self._listed_X, scales, noise)
+        records = self._records
+        is_failed = np.array([not r.ok for r in records])
+        in_order = np.zeros(len(records))
+        in_order[~is_failed] = values
+
+        def points(i: int, j: int) -> tuple[np.ndarray, list[int]]:
+            chosen = records[i:j]
+            X = self._process_features([r.genes for r in chosen], [r.key for r in chosen])
+            return X, [self._listed_index.get(tuple(r.genes), -1) for r in chosen]
+
+        keys = [r.key for r in records]
+        process.update(keys, points, in_order, is_failed, y, batch)
+        return process
+
+    def _process_hyperparameters(
+        self, ok: list[EvaluationRecord], failed: list[EvaluationRecord], y: np.ndarray
+    ) -> tuple[float | np.ndarray, float, int]:
+        """The process's length scales and noise, and the evaluations they were fitted to
+        (`batch` of `ListedProcess.update`): per-parameter scales (`length_scales`) and the
+        noise are refitted on the schedule of `SCALES_REFIT_GROWTH` and reused in between;
+        one shared scale is chosen from `LENGTH_SCALES` by the likelihood every time."""
+        config: ScreenedGAConfig = self.config  # type: ignore[assignment]
+        n = len(y)
+        scales, fitted_at = getattr(self, "_scales", None), getattr(self, "_scales_at", 0)
+        reuse = SCALES_REFIT_EVERY_GENERATION < n < SCALES_REFIT_GROWTH * fitted_at
+        if config.length_scales != "shared" and scales is not None and reuse:
+            return scales, self._noise, fitted_at
+        fitted = [*ok, *failed]
+        X = self._process_features([r.genes for r in fitted], [r.key for r in fitted])
+        if config.length_scales == "shared":
+            process = GaussianProcess(X, y)
+            return process.length_scale, process.noise, n
+        scales, noise = fitted_hyperparameters(X, y)
+        self._scales, self._scales_at = np.asarray(scales), n
+        self._noise = noise
+        return self._scales, noise, n
 
     def _converged(self) -> bool:
         """Whether the compass search has used up the poll around the best configuration."""

@@ -18,6 +18,7 @@ from ciq_tune.engine import gaussian_process
 from ciq_tune.engine import screened
 from ciq_tune.engine.gaussian_process import LENGTH_SCALES
 from ciq_tune.engine.gaussian_process import GaussianProcess
+from ciq_tune.engine.gaussian_process import ListedProcess
 from ciq_tune.engine.gaussian_process import expected_improvement
 from ciq_tune.engine.gaussian_process import hyperparameter_objective
 from ciq_tune.errors import EngineError
@@ -268,14 +269,20 @@ def test_the_fitted_noise_follows_the_noise_in_the_values() -> None:
 def test_the_search_fits_the_length_scales_its_setting_names(
     setting: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fitted: list[GaussianProcess] = []
+    fitted: list[GaussianProcess | ListedProcess] = []
 
     class Recorded(GaussianProcess):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             fitted.append(self)
 
+    class RecordedListed(ListedProcess):  # the process that ranks the listed space
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            fitted.append(self)
+
     monkeypatch.setattr(screened, "GaussianProcess", Recorded)
+    monkeypatch.setattr(screened, "ListedProcess", RecordedListed)
     engine = _engine(SHORT, {"length_scales": setting}, 30)
     drive(engine, lambda config: {"time": _time(config)})
     columns = engine._listed_X.shape[1]  # three ordered lists and a one-hot category
@@ -339,3 +346,90 @@ def test_a_steady_state_search_picks_near_the_best_only_at_the_generational_shar
     # One pick at a time, each local with probability 1/4 (plus whole-space picks that
     # happen to land near the best), not every one.
     assert 0 < sum(local) < len(local)
+
+
+def _listed_case(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Listed rows, which of them were evaluated (in order), their values, which failed."""
+    rng = np.random.default_rng(seed)
+    Z = rng.random((300, 4))
+    told = rng.permutation(300)[:40]
+    values = np.sin(3 * Z[told, 0]) + Z[told, 1] ** 2
+    failed = rng.random(40) < 0.2
+    return Z, told, values, failed
+
+
+def _update(process: ListedProcess, Z: np.ndarray, told: np.ndarray, values: np.ndarray,
+            failed: np.ndarray, batch: int) -> np.ndarray:  # fmt: skip
+    """`ListedProcess.update` with these evaluations; returns `GaussianProcess`'s `y`."""
+    ok = values[~failed]
+    y = np.concatenate([ok, np.full(int(failed.sum()), ok.max())])
+    keys = [str(i) for i in told]
+    process.update(keys, lambda i, j: (Z[told[i:j]], list(told[i:j])), values, failed, y, batch)
+    return y
+
+
+def test_the_listed_process_predicts_what_the_process_does() -> None:
+    Z, told, values, failed = _listed_case(0)
+    scales = np.array([0.4, 0.7, 1.5, 3.0])
+    listed = ListedProcess(Z, scales, 1e-3)
+    y = _update(listed, Z, told, values, failed, batch=25)
+    X = np.vstack([Z[told[~failed]], Z[told[failed]]])  # `GaussianProcess`'s order
+    process = GaussianProcess(X, y, scales, noise=1e-3)
+    rows = np.arange(300)
+
+    def agree() -> None:
+        mean, sd = listed.predict(rows)
+        want_mean, want_sd = process.predict(Z)
+        assert np.allclose(mean, want_mean, rtol=0, atol=1e-9)
+        assert np.allclose(sd, want_sd, rtol=0, atol=1e-9)
+        assert listed.best == pytest.approx(process.best, abs=1e-12)
+
+    agree()
+    B = Z[[3, 5]]  # two configurations out for evaluation, then picks one after another
+    listed.believe_all(["b3", "b5"], B, listed.predict_points(B), [3, 5])
+    process = process.believing(B, process.predict(B)[0])
+    agree()
+    near = np.arange(100, 160)
+    for row, cols in ((7, None), (120, near), (130, near), (11, None)):
+        mean = process.predict(Z[row : row + 1])[0]
+        listed.believe(f"p{row}", Z[row : row + 1], mean, row, cols)
+        process = process.believing(Z[row : row + 1], mean)
+        if cols is not None:  # kept up to date near the best only, until asked elsewhere
+            assert np.allclose(listed.predict(near)[0], process.predict(Z[near])[0], atol=1e-9)
+    agree()  # the picks believed near the best only are believed everywhere again
+
+
+def test_the_listed_process_is_the_same_numbers_however_its_evaluations_arrived() -> None:
+    Z, told, values, failed = _listed_case(1)
+    scales = np.array([0.5, 0.5, 1.0, 2.0])
+    stepwise = ListedProcess(Z, scales, 1e-2)
+    for n in (20, 26, 31, 40):  # each update after believing the next evaluations
+        y = _update(stepwise, Z, told[:n], values[:n], failed[:n], batch=20)
+        for i in told[n : n + 3]:
+            stepwise.believe(str(i), Z[i : i + 1], stepwise.predict(np.array([i]))[0], int(i))
+    y = _update(stepwise, Z, told, values, failed, batch=20)
+    at_once = ListedProcess(Z, scales, 1e-2)
+    assert np.array_equal(_update(at_once, Z, told, values, failed, batch=20), y)
+    rows = np.arange(300)
+    for a, b in zip(stepwise.predict(rows), at_once.predict(rows), strict=True):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_listed_ranking_proposes_what_the_rebuilt_process_proposes(
+    workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    space = ss.SearchSpace(SHORT, constraints=["block * warps <= 512"])
+
+    def timed(config: dict[str, Any]) -> Any:
+        if config["stages"] == 4 and config["warps"] == 8:
+            return None, "compile_error"
+        return {"time": _time(config)}
+
+    def proposed(seed: int) -> list[str]:
+        return drive(_engine(space, {}, 70, seed), timed, workers=workers)
+
+    fast = [proposed(seed) for seed in range(3)]
+    # Every pick by `GaussianProcess` rebuilt for it, as before `ListedProcess`.
+    monkeypatch.setattr(screened, "_near_tie", lambda gain, pick: True)
+    assert [proposed(seed) for seed in range(3)] == fast
