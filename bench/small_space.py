@@ -27,7 +27,6 @@ import argparse
 import functools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench.gpu_suite import fresh_triton_cache
 from objectives import load_description
 from objectives import make_search_space
 
@@ -57,19 +57,10 @@ def launch_kwargs(desc: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     return {**config.get("params", {}), **options}
 
 
-def fresh_cache(out: Path, name: str) -> Path:
-    """An empty Triton cache folder for one method (a cold start), set for this process."""
-    folder = out / f"triton-cache-{name}"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    os.environ["TRITON_CACHE_DIR"] = str(folder)
-    return folder
-
-
 def run_ciq_tune(path: Path, out: Path, *, dry_run: bool) -> dict[str, Any]:
     """``ciq-tune tune --exhaustive --validate-top 3`` in a subprocess, wall time and winners."""
     run = out / "ciq"
-    env = {**os.environ, "TRITON_CACHE_DIR": str(fresh_cache(out, "ciq"))}
+    env = {**os.environ, "TRITON_CACHE_DIR": str(fresh_triton_cache(out, "ciq"))}
     command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(path), "--exhaustive"]
     command += ["--validate-top", "3", "--tracking", "none", "--quiet", "--out", str(run)]
     if dry_run:
@@ -117,7 +108,7 @@ def run_autotune(desc: Any, configs: list[dict[str, Any]], out: Path, device: st
     """``@triton.autotune`` over `configs` keyed on every size, called once per shape."""
     import triton
 
-    fresh_cache(out, "autotune")
+    fresh_triton_cache(out, "autotune")
     listed = []
     for config in configs:
         kwargs = launch_kwargs(desc, config)
@@ -147,7 +138,7 @@ def run_loop(desc: Any, configs: list[dict[str, Any]], out: Path, device: str) -
     """A do_bench loop over every configuration at every shape; the fastest per shape."""
     import triton
 
-    fresh_cache(out, "loop")
+    fresh_triton_cache(out, "loop")
     bench = _host_bench if device == "cpu" else triton.testing.do_bench
     choices = []
     t0 = time.perf_counter()
