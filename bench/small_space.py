@@ -1,7 +1,8 @@
 """A small space from a cold start: ciq-tune's exhaustive answer vs the peers' in one run.
 
-    python3 -m bench.small_space examples/kernels/triton/layer_norm_matrix.yaml --out "$OUT"
-    python3 -m bench.small_space examples/kernels/triton/layer_norm.yaml --out "$OUT"
+    python3 -m bench.small_space examples/kernels/triton/layer_norm_launch.yaml --out "$OUT"
+    python3 -m bench.small_space examples/kernels/triton/layer_norm_launch.yaml --shape 5 \
+        --out "$OUT"
     python3 -m bench.small_space tests/…/row_scale.yaml --dry-run --out /tmp/small  # CPU
 
 Three ways to find the best configuration of every shape of a description whose space is small
@@ -16,6 +17,7 @@ its start to its answer:
 3. ``loop``: a plain Python loop calling ``triton.testing.do_bench`` on every configuration at
    every shape (compiles included).
 
+``--shape I`` runs the description at its I-th shape alone (written to OUT/one_shape.yaml).
 Prints one table (wall seconds, ratio to ``autotune`` and to ``loop``, and each method's choice
 per shape) and writes OUT/small_space.json. ``--dry-run`` runs the plumbing on a CPU under
 Triton's interpreter, timing with the host clock.
@@ -32,6 +34,7 @@ import sys
 import time
 from collections.abc import Callable
 from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,28 +60,31 @@ def launch_kwargs(desc: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     return {**config.get("params", {}), **options}
 
 
-def run_ciq_tune(path: Path, out: Path, *, dry_run: bool) -> dict[str, Any]:
-    """``ciq-tune tune --exhaustive --validate-top 3`` in a subprocess, wall time and winners."""
-    run = out / "ciq"
-    env = {**os.environ, "TRITON_CACHE_DIR": str(fresh_triton_cache(out, "ciq"))}
-    command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(path), "--exhaustive"]
-    command += ["--validate-top", "3", "--tracking", "none", "--quiet", "--out", str(run)]
+def run_ciq_tune(
+    path: Path, out: Path, *, dry_run: bool, run: str = "ciq", options: Sequence[str] = ()
+) -> dict[str, Any]:
+    """``ciq-tune tune PATH --validate-top 3 OPTIONS`` in a subprocess from a cold Triton cache:
+    its wall time, its controls file (OUT/RUN/NAME.controls.yaml) and each entry's choice."""
+    env = {**os.environ, "TRITON_CACHE_DIR": str(fresh_triton_cache(out, run))}
+    command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(path), *options]
+    command += ["--validate-top", "3", "--tracking", "none", "--out", str(out / run)]
     if dry_run:
         env["TRITON_INTERPRET"] = "1"
         command += ["--num-cpus", "2", "--validate-repetitions", "5"]
+    log = out / f"{run}.log"  # written as the run goes: a run cut short still leaves it
     t0 = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    with log.open("w") as sink:
+        done = subprocess.run(command, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False)
     wall_s = time.perf_counter() - t0
-    (out / "ciq.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
-        raise RuntimeError(f"ciq-tune exited {done.returncode}: {done.stderr[-2000:]}")
-    name = load_description(path).name
+        raise RuntimeError(f"ciq-tune exited {done.returncode}: {log.read_text()[-2000:]}")
     import yaml
 
-    record = yaml.safe_load((run / f"{name}.controls.yaml").read_text())
+    controls = out / run / f"{load_description(path).name}.controls.yaml"
+    record = yaml.safe_load(controls.read_text())
     entries = record["matrix"]["entries"] if record.get("matrix") else [record]
     choices = [{"params": e.get("params", {}), "controls": e.get("controls", {})} for e in entries]
-    return {"wall_s": wall_s, "choices": choices}
+    return {"wall_s": wall_s, "controls_file": str(controls), "choices": choices}
 
 
 def _shape_launch(desc: Any, device: str) -> tuple[Any, dict[str, Any], dict[str, int]]:
@@ -181,13 +187,31 @@ def table(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def one_shape(path: Path, index: int, out: Path) -> Path:
+    """The description at its `index`-th shape alone, written to OUT/one_shape.yaml."""
+    import yaml
+
+    raw = yaml.safe_load(path.read_text())
+    sizes = {k: v for k, v in raw.pop("shapes")[index].items() if k != "weight"}
+    raw.pop("selection", None)
+    raw["sizes"] = {**raw.get("sizes", {}), **sizes}
+    raw["name"] = f"{raw['name']}_shape{index}"
+    raw["source"] = str((path.parent / raw["source"]).resolve())
+    written = out / "one_shape.yaml"
+    written.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("description", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--dry-run", action="store_true", help="CPU: Triton's interpreter")
+    parser.add_argument("--shape", type=int, help="the description at this shape alone")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.shape is not None:
+        args.description = one_shape(args.description, args.shape, args.out)
     device = "cpu" if args.dry_run else "cuda"
     if args.dry_run:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -195,10 +219,18 @@ def main(argv: list[str] | None = None) -> int:
     configs = listed_configs(desc)
     print(f"{desc.name}: {len(configs)} configurations x {len(desc.matrix())} shapes", flush=True)
     results: dict[str, Any] = {"configurations": len(configs), "shapes": len(desc.matrix())}
-    results["ciq-tune"] = run_ciq_tune(args.description, args.out, dry_run=args.dry_run)
-    results["autotune"] = run_autotune(desc, configs, args.out, device)
-    results["loop"] = run_loop(desc, configs, args.out, device)
-    (args.out / "small_space.json").write_text(json.dumps(results, indent=1, default=str))
+    # The peers first, and the file rewritten after each method: a run cut short keeps them.
+    steps = {
+        "autotune": lambda: run_autotune(desc, configs, args.out, device),
+        "loop": lambda: run_loop(desc, configs, args.out, device),
+        "ciq-tune": lambda: run_ciq_tune(
+            args.description, args.out, dry_run=args.dry_run, options=["--exhaustive"]
+        ),
+    }
+    for name, step in steps.items():
+        results[name] = step()
+        print(f"{name}: {results[name]['wall_s']:.1f} s", flush=True)
+        (args.out / "small_space.json").write_text(json.dumps(results, indent=1, default=str))
     print(table(results))
     return 0
 

@@ -1,0 +1,65 @@
+"""What the GPU run scripts read and compute, without a GPU: `bench.cli_run`'s parsing of a
+run's output and `bench.matrix_exhaustive`'s weighted geometric mean."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from bench.cli_run import PROGRESS
+from bench.cli_run import THROUGHPUT
+from bench.cli_run import search_vs_remeasured
+from bench.matrix_exhaustive import weighted_geomean_ci
+from bench.small_space import one_shape
+from objectives import load_description
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_first_result_and_the_search_end_are_recognised_in_the_cli_output() -> None:
+    first = "1/100 evaluations, best time_ms 0.216192, 0.03 evals/s"
+    found = PROGRESS.match(first)
+    assert found is not None and found.group(1) == "1"
+    assert PROGRESS.match("12 evaluations, best time_ms 1, 2 evals/s")  # no budget (-1)
+    end = "100 evaluations in 48.3 s = 2.07 evals/s, 5.21 after the first result (15 at a time"
+    assert THROUGHPUT.match(end) and not PROGRESS.match(end)
+    assert not THROUGHPUT.match(first)
+
+
+def test_search_values_are_paired_with_their_remeasured_medians(tmp_path: Path) -> None:
+    candidates = [
+        {
+            "rank": 1,
+            "verdict": "KEPT",
+            "search_values": {"time_ms": 0.2},
+            "candidate": {"median": 0.23},
+        },
+        {"rank": 2, "verdict": "REJECTED", "search_values": {"time_ms": 0.25}},
+    ]
+    (tmp_path / "validation.json").write_text(json.dumps({"candidates": candidates}))
+    rows = search_vs_remeasured(tmp_path, "time_ms")
+    assert math.isclose(rows[0]["ratio"], 1.15)
+    assert rows[1]["remeasured"] is None and rows[1]["ratio"] is None
+    assert search_vs_remeasured(tmp_path / "absent", "time_ms") == []
+
+
+def test_the_weighted_geomean_weighs_shapes_and_brackets_itself() -> None:
+    rng = np.random.default_rng(0)
+    # Shape 1: the search at 0.9 of the optimum's speed (weight 3); shape 2: equal (weight 1).
+    optimum = [1.0 + 0.01 * rng.normal(size=20), 2.0 + 0.02 * rng.normal(size=20)]
+    search = [optimum[0] / 0.9, optimum[1].copy()]
+    result = weighted_geomean_ci(optimum, search, [3.0, 1.0])
+    assert math.isclose(result["geomean"], 0.9**0.75)
+    assert result["ci_low"] <= result["geomean"] <= result["ci_high"]
+
+
+def test_one_shape_of_a_matrix_is_a_description_of_its_own(tmp_path: Path) -> None:
+    path = one_shape(REPO / "examples/kernels/triton/layer_norm_launch.yaml", 5, tmp_path)
+    desc = load_description(path)
+    assert desc.shapes == [] and desc.selection is None
+    assert desc.sizes == {"N": 8192, "BLOCK_N": 8192, "ROWS": 1, "M": 8192}
+    assert "shapes" not in yaml.safe_load(path.read_text())
