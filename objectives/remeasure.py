@@ -22,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ciq_tune.errors import MeasurementError
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import compare_samples
 from ciq_tune.validation import median_ci
@@ -277,3 +278,68 @@ def remeasure(
         else getattr(round_timer, "__name__", "custom"),
         "protocol": vars(protocol) if round_timer is None else None,
     }
+
+
+class ConfigRounds:
+    """One configuration's rounds of the measurement protocol in this process, for the
+    sequential comparisons of `ciq_tune.validation` (``timer() -> ms``).
+
+    A re-measurement through the isolated worker pays for a request, a compile-cache load, new
+    inputs and a check in every round, several times the round itself for a micro-second
+    kernel. Here the configuration is built and checked once (`make_launch`, `check`), and each
+    call is one `measure_round` under `protocol` on the shape's rotating input sets
+    (`timing_sets`, shared by every timer of `sets`), holding the GPU's lock so that nothing
+    else runs on it meanwhile: the same draw as a trial's value in the search.
+
+    Args:
+        desc: The description at one shape.
+        config: The configuration (``{"params": ..., "controls": ...}``).
+        sets: The shape's timing input sets (`timing_sets`), shared by the timers compared.
+        device: ``"cuda"``, or ``"cpu"`` under ``TRITON_INTERPRET=1`` (host clock).
+        protocol: The round's settings (the search's).
+
+    Raises:
+        MeasurementError: the configuration does not build or is wrong on fresh inputs.
+    """
+
+    def __init__(
+        self,
+        desc: KernelDescription,
+        config: Any,
+        sets: list[Any],
+        *,
+        device: str,
+        protocol: MeasurementProtocol = DEFAULT_PROTOCOL,
+    ) -> None:
+        try:
+            self._launch = make_launch(desc, config, device=device)
+            check(desc, self._launch, returns_output=False, device=device)
+        except Exception as exc:  # reported as a failed re-measurement of this candidate
+            raise MeasurementError(
+                f"{desc.name}: {config} does not build or check: {type(exc).__name__}: {exc}"
+            ) from exc
+        self._sets = sets
+        self._device = device
+        self._protocol = protocol
+        self._arrays = arrays_for(desc.kind)
+
+    def __call__(self) -> float:
+        from objectives._gpu import exclusive_gpu
+
+        def run(i: int) -> None:
+            self._launch(self._sets[i])
+
+        hold = (
+            exclusive_gpu(self._arrays.current_device(), arrays=self._arrays)
+            if self._device == "cuda"
+            else contextlib.nullcontext()
+        )
+        with hold:
+            stats = measure_round(
+                run,
+                len(self._sets),
+                device=self._device,
+                protocol=self._protocol,
+                arrays=self._arrays,
+            )
+        return stats.median_ms

@@ -33,6 +33,8 @@ from objectives import make_search_space
 from objectives import make_trainable
 from objectives import measurement_is_exact
 from objectives import starting_points
+from objectives._arrays import arrays_for
+from objectives._bench import timing_sets
 from objectives._stages import Benchmarker
 from objectives.description import KernelDescription
 from objectives.matrix import GUARD_STATUS
@@ -44,6 +46,10 @@ from objectives.matrix import matrix_metric
 from objectives.matrix import relative
 from objectives.matrix import selection_rule
 from objectives.matrix import shape_values
+from objectives.protocol import BACK_TO_BACK_PROTOCOL
+from objectives.protocol import DEFAULT_PROTOCOL
+from objectives.protocol import MeasurementProtocol
+from objectives.remeasure import ConfigRounds
 from searchers.kernel_search import kernel_tuner
 from searchers.placement import Placement
 
@@ -183,13 +189,15 @@ def tune_matrix(
     if proceed is not None and not proceed():
         raise MatrixInterrupted(results, shapes)
     base_values = _values_at(results, shapes, baseline, n)
+    # Re-measured rounds follow the search's protocol, so its values predict theirs.
+    protocol = DEFAULT_PROTOCOL if benchmark is None else BACK_TO_BACK_PROTOCOL
     outcomes = []
     for group in groups:
         # Validation re-measures on the GPU for minutes: a Ctrl+C skips what is left of it.
         if proceed is not None and not proceed():
             raise MatrixInterrupted(results, shapes)
         ranked = _bucket_results(desc, group, results, shapes, base_values)
-        outcome = _outcome(desc, group, ranked, baseline, base_values, settings, gpus)
+        outcome = _outcome(desc, group, ranked, baseline, base_values, settings, gpus, protocol)
         outcome.helion_config = _helion_config(rows.get(_config_key(outcome.winner), {}))
         winner_values = _values_at(results, shapes, outcome.winner, n)
         outcome.winner_values = [winner_values[i] for i in group.indices]
@@ -268,9 +276,10 @@ def _outcome(
     base_values: list[float | None],
     settings: MatrixSettings,
     gpus: int,
+    protocol: MeasurementProtocol,
 ) -> BucketOutcome:
     references = [base_values[i] for i in group.indices]
-    validation = _validate(desc, group, results, baseline, references, settings, gpus)
+    validation = _validate(desc, group, results, baseline, references, settings, gpus, protocol)
     return BucketOutcome(
         group=group,
         baseline=baseline,
@@ -300,6 +309,7 @@ def _validate(
     references: list[float | None],
     settings: MatrixSettings,
     gpus: int,
+    protocol: MeasurementProtocol,
 ) -> SearchValidation:
     """Re-measure a bucket's top candidates against the baseline (as `tune` does for one
     shape), or say why not."""
@@ -314,7 +324,8 @@ def _validate(
         return SearchValidation(
             outcome="skipped", reason=skip, top_k=settings.validate_top, baseline_config=baseline
         )
-    measure = functools.partial(_measure_group, desc, group, references)
+    device = "cuda" if gpus else "cpu"
+    measure = _BucketMeasure(desc, group, references, device=device, protocol=protocol)
     validate = functools.partial(
         validate_search, k=settings.validate_top, config=settings.validation
     )
@@ -322,22 +333,67 @@ def _validate(
     return validation
 
 
-def _measure_group(
-    desc: KernelDescription, group: ShapeGroup, references: list[float | None], config: Any
-) -> float:
-    """One fresh measurement of a configuration on a bucket: the shape's metric, or the
-    weighted geometric mean of the shapes' metrics relative to the baseline's search values
-    (a fixed scale, so ratios between configurations are those of `bucket_score`)."""
-    if len(group.shapes) == 1:
-        return make_measure(desc.at_shape(group.shapes[0]))(config)
-    total = sum(s.weight for s in group.shapes)
-    log_sum = 0.0
-    for shape, base in zip(group.shapes, references, strict=True):
-        value = make_measure(desc.at_shape(shape))(config)
-        if value <= 0:
-            raise MeasurementError(f"{desc.name}: non-positive {desc.metric}={value} at {shape}")
-        log_sum += shape.weight * math.log(relative(value, base or 1.0, desc.mode))
-    return math.exp(log_sum / total)
+class _BucketMeasure:
+    """One fresh measurement of a configuration on a bucket (`validate_search`'s measure): the
+    shape's metric, or the weighted geometric mean of the shapes' metrics relative to the
+    baseline's search values (a fixed scale, so ratios between configurations are those of
+    `bucket_score`).
+
+    A time on a GPU is one round of the search's protocol in this process
+    (`objectives.remeasure.ConfigRounds`: each configuration built and checked once, inputs
+    shared); another metric, or any metric off a GPU, is a fresh evaluation in the isolated
+    worker (`objectives.make_measure`). Built where it runs (a Ray task holding the GPU):
+    nothing is prepared before the first call.
+    """
+
+    def __init__(
+        self,
+        desc: KernelDescription,
+        group: ShapeGroup,
+        references: list[float | None],
+        *,
+        device: str,
+        protocol: MeasurementProtocol,
+    ) -> None:
+        self._shapes = [desc.at_shape(shape) for shape in group.shapes]
+        self._weights = [shape.weight for shape in group.shapes]
+        self._references = references
+        self._device = device
+        self._protocol = protocol
+        # Off a GPU the kernel runs under its interpreter, which the isolated worker sets up.
+        self._in_process = device == "cuda" and desc.metric == "time_ms" and desc.kind != "ptx"
+        self._timers: dict[tuple[str, int], Callable[[], float]] = {}
+        self._sets: dict[int, list[Any]] = {}
+        self._mode = desc.mode
+
+    def _timer(self, config: Any, i: int) -> Callable[[], float]:
+        key = (_config_key(config), i)
+        if key not in self._timers:
+            at = self._shapes[i]
+            if not self._in_process:
+                self._timers[key] = functools.partial(make_measure(at), config)
+            else:
+                if i not in self._sets:
+                    self._sets[i] = timing_sets(
+                        at, device=self._device, protocol=self._protocol, arrays=arrays_for(at.kind)
+                    )
+                self._timers[key] = ConfigRounds(
+                    at, config, self._sets[i], device=self._device, protocol=self._protocol
+                )
+        return self._timers[key]
+
+    def __call__(self, config: Any) -> float:
+        values = [self._timer(config, i)() for i in range(len(self._shapes))]
+        if len(values) == 1:
+            return values[0]
+        log_sum = 0.0
+        for at, weight, value, base in zip(
+            self._shapes, self._weights, values, self._references, strict=True
+        ):
+            if value <= 0:
+                raise MeasurementError(f"{at.name}: non-positive {at.metric}={value} at {at.sizes}")
+            log_sum += weight * math.log(relative(value, base or 1.0, self._mode))
+        return math.exp(log_sum / sum(self._weights))
 
 
 def _winner(

@@ -111,3 +111,61 @@ def test_verify_command_reads_the_controls_file_and_its_run_json(tmp_path):
     assert "recorded at tuning: best 1.1000 ms" in record["text"]
     assert set(record["saved"]["protocol"]["variants"]) == {"tuned", "baseline", "alternative"}
     assert record["saved"]["recorded"]["best_median"] == 1.1
+
+
+def test_config_rounds_build_and_check_once_then_time_one_round_per_call():
+    record = _run(
+        """
+        from unittest import mock
+        import objectives.remeasure as rm
+        from objectives._bench import timing_sets
+        from ciq_tune.errors import MeasurementError
+        sets = timing_sets(desc, device="cpu")
+        with mock.patch.object(rm, "check", wraps=rm.check) as checked:
+            rounds = rm.ConfigRounds(desc, tuned, sets, device="cpu")
+            values = [rounds() for _ in range(3)]
+        try:
+            rm.ConfigRounds(desc, {"params": {**tuned["params"], "bogus": 1}}, sets, device="cpu")
+            refused = ""
+        except MeasurementError as exc:
+            refused = str(exc)
+        json.dump({"values": values, "checks": checked.call_count, "refused": refused},
+                  sys.stdout)
+        """
+    )
+    assert record["checks"] == 1
+    assert len(record["values"]) == 3 and all(v > 0 for v in record["values"])
+    assert "bogus" in record["refused"] and "does not build or check" in record["refused"]
+
+
+def test_a_matrix_bucket_measure_is_the_weighted_geomean_relative_to_the_baseline():
+    record = _run(
+        """
+        import math
+        from unittest import mock
+        from objectives.description import Shape
+        from objectives.matrix import ShapeGroup
+        from objectives.protocol import DEFAULT_PROTOCOL
+        import searchers.matrix_search as ms
+        shapes = [Shape(sizes={"M": 37, "N": 100, "BLOCK_N": 128, "NUM_SMS": 3}, weight=3),
+                  Shape(sizes={"M": 5, "N": 60, "BLOCK_N": 64, "NUM_SMS": 3}, weight=1)]
+        group = ShapeGroup(key={}, shapes=tuple(shapes), indices=(0, 1))
+        measure = ms._BucketMeasure(desc, group, [2.0, 4.0], device="cuda",
+                                    protocol=DEFAULT_PROTOCOL)
+        # Rounds of fixed length (a GPU's, faked): 1 ms at the first shape, 8 ms at the second.
+        times = {37: 1.0, 5: 8.0}
+        class Fixed:
+            def __init__(self, at, config, sets, device, protocol):
+                self.ms = times[at.sizes["M"]]
+            def __call__(self):
+                return self.ms
+        with mock.patch.object(ms, "ConfigRounds", Fixed), \
+                mock.patch.object(ms, "timing_sets", lambda at, **kw: []):
+            value = measure(tuned)
+        # (1/2)^(3/4) * (8/4)^(1/4)
+        json.dump({"value": value, "expected": 0.5 ** 0.75 * 2 ** 0.25,
+                   "timers": len(measure._timers)}, sys.stdout)
+        """
+    )
+    assert abs(record["value"] - record["expected"]) < 1e-12
+    assert record["timers"] == 2
