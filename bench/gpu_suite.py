@@ -291,7 +291,7 @@ def run_autotune(desc: Any, device: str, work: Path) -> dict[str, Any]:
 
     from objectives._bench import make_inputs
     from objectives.triton import install_allocator
-    from objectives.triton import load_module
+    from objectives.triton_entry import load_module
 
     module = load_module(str(desc.source))
     if not hasattr(module, "autotune_configs"):

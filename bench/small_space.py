@@ -88,16 +88,16 @@ def run_ciq_tune(
 
 
 def _shape_launch(desc: Any, device: str) -> tuple[Any, dict[str, Any], dict[str, int]]:
-    """The kernel, one seeded set of inputs and the size arguments of the description at one
-    shape."""
+    """The kernel entry (`objectives.triton_entry`), one seeded set of inputs and the integer
+    and scalar arguments of the description at one shape."""
     from objectives._bench import make_inputs
     from objectives.triton import install_allocator
-    from objectives.triton import load_module
+    from objectives.triton_entry import kernel_entry
 
     install_allocator(device)
-    kernel = getattr(load_module(str(desc.source)), str(desc.entry))
+    entry = kernel_entry(str(desc.source), str(desc.entry))
     tensors = make_inputs(desc, seed=0, device=device)
-    return kernel, tensors, {**desc.launch_sizes(), **desc.scalars}
+    return entry, tensors, {**desc.launch_arguments(), **desc.scalars}
 
 
 def _host_bench(fn: Callable[[], Any], quantiles: Any = None) -> Any:
@@ -125,15 +125,16 @@ def run_autotune(desc: Any, configs: list[dict[str, Any]], out: Path, device: st
     tuned = None
     for shape in desc.matrix():
         at = desc.at_shape(shape)
-        kernel, tensors, sizes = _shape_launch(at, device)
+        entry, tensors, sizes = _shape_launch(at, device)
         if tuned is None:
             bench = _host_bench if device == "cpu" else None
-            tuned = triton.autotune(configs=listed, key=sorted(sizes), do_bench=bench)(kernel)
+            tuned = triton.autotune(configs=listed, key=sorted(sizes), do_bench=bench)(entry.jit)
 
         def grid(meta: Mapping[str, Any], at: Any = at) -> tuple[int, ...]:
             return at.launch({k: meta[k] for k in at.params if k in meta})["grid"]
 
-        tuned[grid](*tensors.values(), **sizes)
+        args, named = entry.bind(tensors, sizes)
+        tuned[grid](*args, **named)
         best = tuned.best_config
         choices.append({**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages})
     _synchronize(device)
@@ -150,12 +151,12 @@ def run_loop(desc: Any, configs: list[dict[str, Any]], out: Path, device: str) -
     t0 = time.perf_counter()
     for shape in desc.matrix():
         at = desc.at_shape(shape)
-        kernel, tensors, sizes = _shape_launch(at, device)
+        entry, tensors, sizes = _shape_launch(at, device)
         timed = []
         for config in configs:
             kwargs = launch_kwargs(desc, config)
             grid = at.launch(dict(config.get("params", {})))["grid"]
-            launch = functools.partial(_launch, kernel, grid, tensors, {**sizes, **kwargs})
+            launch = functools.partial(_launch, entry, grid, tensors, {**sizes, **kwargs})
             try:
                 ms = bench(launch)
             except Exception:  # a configuration that does not compile or run at this shape
@@ -166,8 +167,9 @@ def run_loop(desc: Any, configs: list[dict[str, Any]], out: Path, device: str) -
     return {"wall_s": time.perf_counter() - t0, "choices": choices}
 
 
-def _launch(kernel: Any, grid: Any, tensors: Mapping[str, Any], kwargs: dict[str, Any]) -> None:
-    kernel[grid](*tensors.values(), **kwargs)
+def _launch(entry: Any, grid: Any, tensors: Mapping[str, Any], kwargs: dict[str, Any]) -> None:
+    args, named = entry.bind(tensors, kwargs)
+    entry.jit[grid](*args, **named)
 
 
 def _synchronize(device: str) -> None:

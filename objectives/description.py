@@ -229,6 +229,9 @@ class KernelDescription(_Strict):
     selection: Selection | None = None
     # Sizes used only by `grid`, `shapes`, input shapes or the reference: not launch arguments.
     sizes_not_passed: list[str] = Field(default_factory=list)
+    # Integer arguments of a Triton kernel computed per shape from `sizes`, passed by name: the
+    # strides and element counts a kernel takes as it is written (`X_row_stride: N`).
+    arguments: dict[str, str] = Field(default_factory=dict)
     outputs: list[str] = Field(default_factory=list)
     grid: str | None = None
     block: str | None = None
@@ -338,9 +341,23 @@ class KernelDescription(_Strict):
             text = getattr(self, field)
             if text is not None:
                 _check_expression(text, set(self.params) | size_names, field)
+        self._check_arguments(size_names)
         self._check_matrix(size_names)
         self.param_space()  # raises on a malformed `params` entry
         return self
+
+    def _check_arguments(self, size_names: set[str]) -> None:
+        if self.arguments and self.kind != "triton":
+            raise ValueError(f"`arguments` apply to kind 'triton', not {self.kind!r}")
+        taken = size_names | set(self.scalars) | set(self.params) | {i.name for i in self.inputs}
+        clash = sorted(set(self.arguments) & taken)
+        if clash:
+            raise ValueError(
+                f"`arguments` {clash} also name a size, scalar, parameter or input; names must "
+                "differ"
+            )
+        for name, text in self.arguments.items():
+            _check_expression(text, size_names, f"arguments.{name}")
 
     def _check_matrix(self, size_names: set[str]) -> None:
         unknown = sorted(set(self.sizes_not_passed) - size_names)
@@ -385,6 +402,29 @@ class KernelDescription(_Strict):
     def launch_sizes(self) -> dict[str, int]:
         """The sizes passed to the kernel as arguments (all but `sizes_not_passed`)."""
         return {k: v for k, v in self.sizes.items() if k not in self.sizes_not_passed}
+
+    def launch_arguments(self) -> dict[str, int]:
+        """The integer arguments of a launch at this description's `sizes`: the sizes passed
+        and each of `arguments` evaluated (a stride may be 0: a broadcast input).
+
+        Raises:
+            DescriptionError: an expression fails or gives no integer >= 0.
+        """
+        out = dict(self.launch_sizes())
+        for name, text in self.arguments.items():
+            field = f"arguments.{name}"
+            try:
+                value = SafeExpression(text).evaluate(dict(self.sizes))
+            except ConstraintError as exc:
+                raise DescriptionError(f"`{field}` {exc}") from None
+            except (ArithmeticError, NameError, TypeError, ValueError) as exc:
+                raise DescriptionError(f"`{field}` {text!r} failed on {self.sizes}: {exc}") from exc
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise DescriptionError(
+                    f"`{field}` {text!r} gave {value!r} on {self.sizes}; it must give an int >= 0"
+                )
+            out[name] = value
+        return out
 
     # -- derived views -------------------------------------------------------------------------
     @property

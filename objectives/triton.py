@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import math
 import os
 import time
 from collections.abc import Callable
 from collections.abc import Mapping
-from types import ModuleType
 from typing import Any
 
 from objectives import _trainable
@@ -25,6 +22,8 @@ from objectives.matrix import first_of_each_key
 from objectives.protocol import BACK_TO_BACK_PROTOCOL
 from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.protocol import MeasurementProtocol
+from objectives.triton_entry import KernelEntry
+from objectives.triton_entry import kernel_entry
 
 TARGET = "objectives.triton:evaluate"
 # Name of the control catalog whose rendering gives Triton's compile-option keyword arguments.
@@ -70,27 +69,10 @@ WORKER = _trainable.WorkerKind(
 )
 
 
-@functools.cache
-def load_module(source: str) -> ModuleType:
-    """Import a kernel's module from its file, once per process (the module of `entry`)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    spec = importlib.util.spec_from_file_location(f"ciq_kernel_{digest}", source)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import kernel source {source!r}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _load_kernel(source: str, entry: str) -> Any:
-    """The JIT function `entry` of the kernel source."""
-    return getattr(load_module(source), entry)
-
-
 def _prepare(
     desc: KernelDescription, params: Mapping[str, Any], controls: Mapping[str, Any]
-) -> tuple[Any, tuple[int, ...], dict[str, Any]]:
-    """The JIT kernel, grid and keyword arguments of one configuration.
+) -> tuple[KernelEntry, tuple[int, ...], dict[str, Any]]:
+    """The kernel entry, grid and keyword arguments of one configuration.
 
     Raises:
         Exception: a bad source, control or grid (the candidate's fault).
@@ -98,10 +80,17 @@ def _prepare(
     from ciq_tune.controls import detect_triton
 
     options = detect_triton(desc.arch).render(controls.get(_CATALOG, {}))
-    kernel = _load_kernel(str(desc.source), str(desc.entry))
+    entry = kernel_entry(str(desc.source), str(desc.entry))
     grid = desc.launch({**params})["grid"]
     # Sizes go by name: a description's key order is not part of its meaning.
-    return kernel, grid, {**desc.launch_sizes(), **desc.scalars, **params, **options}
+    return entry, grid, {**desc.launch_arguments(), **desc.scalars, **params, **options}
+
+
+def _launch(
+    entry: KernelEntry, grid: tuple[int, ...], tensors: Mapping[str, Any], kwargs: dict[str, Any]
+) -> None:
+    args, named = entry.bind(tensors, kwargs)
+    entry.jit[grid](*args, **named)
 
 
 def make_launch(
@@ -123,12 +112,8 @@ def make_launch(
     """
     params, controls = split_config(desc, config)
     install_allocator(device)
-    kernel, grid, kwargs = _prepare(desc, params, controls)
-
-    def launch(tensors: Mapping[str, Any]) -> None:
-        kernel[grid](*tensors.values(), **kwargs)
-
-    return launch
+    entry, grid, kwargs = _prepare(desc, params, controls)
+    return functools.partial(_launch, entry, grid, kwargs=kwargs)
 
 
 _candidates = 0
@@ -154,21 +139,25 @@ def _compile(
             compile stage of `objectives._stages` leaves that to the benchmark worker.
 
     Returns:
-        ``(kernel, grid, kwargs, info)``, or a ``compile_error`` result: a bad source, control,
+        ``(entry, grid, kwargs, info)``, or a ``compile_error`` result: a bad source, control,
         grid or resource use is this candidate's fault only.
     """
     import torch
 
     t0 = time.perf_counter()
     try:
-        kernel, grid, kwargs = _prepare(desc, params, controls)
+        entry, grid, kwargs = _prepare(desc, params, controls)
     except Exception as exc:
         return {"status": "compile_error", "time_ms": math.nan, "error": _short(exc)}
     info: dict[str, Any] = {}
     if device == "cuda":
-        probe = [torch.empty(0, dtype=getattr(torch, s.dtype), device=device) for s in desc.inputs]
+        probe = {
+            s.name: torch.empty(0, dtype=getattr(torch, s.dtype), device=device)
+            for s in desc.inputs
+        }
         try:
-            compiled = kernel.warmup(*probe, grid=grid, **kwargs)
+            args, named = entry.bind(probe, kwargs)
+            compiled = entry.jit.warmup(*args, grid=grid, **named)
             if load:
                 compiled._init_handles()
         except Exception as exc:
@@ -178,7 +167,7 @@ def _compile(
             # Loading the module sets the register and spill counts.
             info.update(n_regs=compiled.n_regs, n_spills=compiled.n_spills)
     info["compile_s"] = time.perf_counter() - t0
-    return kernel, grid, kwargs, info
+    return entry, grid, kwargs, info
 
 
 def _device() -> str:
@@ -274,12 +263,14 @@ def _run_matrix(
 
 
 def _shape_keys(desc: KernelDescription) -> Callable[[KernelDescription], Any]:
-    """The compile key of the description at one shape: its launch sizes and scalars as the
-    kernel's signature makes them compile-time values (`objectives.matrix.compile_key`)."""
+    """The compile key of the description at one shape: its integer arguments, scalars and the
+    heuristics' values they determine, as the kernel's signature makes them compile-time values
+    (`objectives.matrix.compile_key`)."""
 
     def key(at: KernelDescription) -> Any:
-        constexprs = constexpr_names(_load_kernel(str(at.source), str(at.entry)))
-        return compile_key({**at.launch_sizes(), **at.scalars}, constexprs)
+        entry = kernel_entry(str(at.source), str(at.entry))
+        named = {**at.launch_arguments(), **at.scalars}
+        return compile_key({**named, **entry.derived(named)}, constexpr_names(entry.jit))
 
     return key
 
@@ -295,10 +286,8 @@ def _check_and_time(
 ) -> dict[str, Any]:
     global _candidates
     _candidates += 1
-    kernel, grid, kwargs, info = compiled
-
-    def launch(tensors: Mapping[str, Any]) -> None:
-        kernel[grid](*tensors.values(), **kwargs)
+    entry, grid, kwargs, info = compiled
+    launch = functools.partial(_launch, entry, grid, kwargs=kwargs)
 
     # A different seed per candidate in this worker: every check sees new data.
     seed = 1_000_003 * _candidates + os.getpid()

@@ -36,8 +36,8 @@ from objectives._bench import make_inputs
 from objectives._bench import reference_outputs
 from objectives._bench import timing_sets
 from objectives.protocol import measure_round
-from objectives.triton import load_module
 from objectives.triton import make_launch
+from objectives.triton_entry import load_module
 
 # Triton's matmul tutorial (03-matrix-multiplication.py), its fp16 configurations, with the
 # tutorial's parameter names mapped to this kernel's.

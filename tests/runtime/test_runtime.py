@@ -105,7 +105,7 @@ def test_launcher_picks_the_config_of_each_launch(tmp_path: Path, monkeypatch) -
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     import torch
 
-    from objectives.triton import load_module
+    from objectives.triton_entry import load_module
 
     kernel = load_module(str(DATA / "row_scale.py")).row_scale_kernel
     rule = SelectionRule(mode="per_key", key=["n_cols"])
