@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ciq_tune.controls import detect_catalog
+from ciq_tune.errors import ConstraintError
 from ciq_tune.errors import DescriptionError
 from ciq_tune.errors import MeasurementError
 from ciq_tune.errors import SpaceError
@@ -157,7 +158,10 @@ def make_search_space(description: KernelDescription) -> SearchSpace:
         raise DescriptionError(
             f"{description.path}: nothing to search; add `params` or select `controls`"
         )
-    return SearchSpace(spec, constraints=description.constraints)
+    try:
+        return SearchSpace(spec, constraints=description.constraints)
+    except ConstraintError as exc:
+        raise DescriptionError(f"{description.path}: field `constraints`: {exc}") from None
 
 
 def starting_points(description: KernelDescription, space: SearchSpace) -> list[Any]:

@@ -40,3 +40,17 @@ def test_a_block_past_a_bound_without_names_is_refused_when_loaded(tmp_path: Pat
 def test_ordinary_launch_expressions_still_evaluate(tmp_path: Path) -> None:
     desc = _load(tmp_path, "grid: '(ceil(N / BLOCK), 1 << 4, 2 ** 10)'\n")
     assert desc.launch({"BLOCK": 2}) == {"grid": (50, 16, 1024)}  # type: ignore[attr-defined]
+
+
+def test_a_constraint_on_an_unknown_name_is_refused_with_the_file_and_field(
+    tmp_path: Path,
+) -> None:
+    from objectives import make_search_space
+    from tests.objectives.test_triton_entry import shipped_description
+
+    path = shipped_description(tmp_path, constraints=["nwarps <= 4"])
+    with pytest.raises(DescriptionError) as info:
+        make_search_space(load_description(path))
+    message = str(info.value)
+    assert message.startswith(f"{path.resolve()}: field `constraints`: ")
+    assert "'nwarps <= 4' names ['nwarps']" in message and "\n" not in message
