@@ -164,9 +164,23 @@ def make_search_space(description: KernelDescription) -> SearchSpace:
         raise DescriptionError(f"{description.path}: field `constraints`: {exc}") from None
 
 
+def _encoded(space: SearchSpace, partial: dict[str, Any]) -> Any | None:
+    """`partial` completed with the defaults in `space`, or without its controls when the space
+    does not search them; None when neither is in the space or feasible."""
+    for candidate in (partial, {k: v for k, v in partial.items() if k != "controls"}):
+        try:
+            genes = space.encode(candidate, fill_defaults=True)
+        except SpaceError:
+            continue
+        if space.is_feasible(genes):
+            return space.decode(genes)
+    return None
+
+
 def starting_points(description: KernelDescription, space: SearchSpace) -> list[Any]:
     """Configurations to evaluate first: the defaults (baseline), the description's
-    `starting_points` (known-good settings), then each catalog preset.
+    `starting_points` (known-good settings), a Triton kernel's own `@triton.autotune` list
+    (those of its configurations the space holds), then each catalog preset.
 
     Every point is encoded in `space`, so a preset the selection excludes is dropped.
 
@@ -191,6 +205,13 @@ def starting_points(description: KernelDescription, space: SearchSpace) -> list[
         point = space.decode(genes)
         if point not in points:
             points.append(point)
+    if description.kind == "triton":
+        # The kernel's own @triton.autotune list, as far as this space holds it.
+        shipped = importlib.import_module("objectives.triton").autotune_points(description)
+        for listed in shipped:
+            point = _encoded(space, listed)
+            if point is not None and point not in points:
+                points.append(point)
     for name, selection in description.controls.items():
         catalog = detect_catalog(name, arch=description.arch)
         presets = catalog.presets(

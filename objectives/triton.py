@@ -86,6 +86,47 @@ def _prepare(
     return entry, grid, {**desc.launch_arguments(), **desc.scalars, **params, **options}
 
 
+# `triton.Config` launch options a description may search, as params or Triton controls.
+_CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def autotune_points(desc: KernelDescription) -> list[dict[str, Any]]:
+    """The configurations of the `@triton.autotune` the kernel ships with, as partial
+    configurations of this description: its kernel parameters by name, and the launch options
+    (``num_warps`` …) as parameters or, where the description has none of that name, as the
+    Triton controls it searches. None when the kernel has no autotuner or its source does not
+    import here (the trials then report that)."""
+    try:
+        entry = kernel_entry(str(desc.source), str(desc.entry))
+    except Exception:  # the source's own failure: every trial reports it
+        return []
+    from ciq_tune.controls import detect_triton
+
+    selection = desc.controls.get(_CATALOG)
+    searched = (
+        set(
+            detect_triton(desc.arch).space(
+                selection.include, selection.exclude, selection.allow_numerics_changes
+            )
+        )
+        if selection is not None
+        else set()
+    )
+    points = []
+    for config in entry.configs:
+        options = {o: getattr(config, o, None) for o in _CONFIG_OPTIONS}
+        values = {**config.kwargs, **{k: v for k, v in options.items() if v is not None}}
+        params = {k: v for k, v in values.items() if k in desc.params}
+        controls = {
+            k: v for k, v in options.items() if v is not None and k in searched - set(params)
+        }
+        point: dict[str, Any] = {"params": params} if params else {}
+        if controls:
+            point["controls"] = {_CATALOG: controls}
+        points.append(point)
+    return points
+
+
 def _launch(
     entry: KernelEntry, grid: tuple[int, ...], tensors: Mapping[str, Any], kwargs: dict[str, Any]
 ) -> None:

@@ -4,7 +4,8 @@ way the kernel declares them.
 
 A kernel that carries its own ``@triton.autotune`` refuses meta-parameters given at launch
 ("Conflicting meta-parameters"), so the search launches the inner JIT function instead; the
-autotuner's configurations are kept (`KernelEntry.configs`) and its ``@triton.heuristics``
+autotuner's configurations are kept (`KernelEntry.configs`: the search evaluates them first,
+`objectives.triton.autotune_points`) and its ``@triton.heuristics``
 still fill the arguments a configuration does not set (a ``BLOCK_SIZE`` from ``n_cols``, say),
 as at a normal launch. Tensors go by name when the kernel names every input of the
 description (pointers interleaved with strides, as in most production kernels), else first and

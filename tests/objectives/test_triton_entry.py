@@ -121,3 +121,22 @@ def test_arguments_are_evaluated_per_shape_and_checked_on_load(tmp_path: Path) -
     negative = load_description(shipped_description(tmp_path, arguments={"n_cols": "N - 50"}))
     with pytest.raises(DescriptionError, match=r"`arguments.n_cols`.*int >= 0"):
         negative.launch_arguments()
+
+
+def test_the_kernels_own_autotune_list_is_evaluated_first(tmp_path: Path) -> None:
+    from objectives import make_search_space
+    from objectives import starting_points
+
+    desc = load_description(shipped_description(tmp_path))
+    points = starting_points(desc, make_search_space(desc))
+    # The baseline (4 warps, also the autotuner's second), then its first: 2 warps.
+    assert [p["params"]["num_warps"] for p in points] == [4, 2]
+    # With the warps searched as a Triton control instead, the list lands there.
+    as_control = shipped_description(
+        tmp_path, params={}, controls={"triton": {"include": ["num_warps"]}}
+    )
+    desc = load_description(as_control)
+    points = starting_points(desc, make_search_space(desc))
+    assert {"controls": {"triton": {"num_warps": 2}}} in [
+        {"controls": p["controls"]} for p in points
+    ]
