@@ -10,6 +10,7 @@ from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 
+from ciq_tune.runtime.triton_kernel import KernelEntry
 from objectives import _trainable
 from objectives._bench import check_and_time
 from objectives._bench import split_config
@@ -22,7 +23,6 @@ from objectives.matrix import first_of_each_key
 from objectives.protocol import BACK_TO_BACK_PROTOCOL
 from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.protocol import MeasurementProtocol
-from objectives.triton_entry import KernelEntry
 from objectives.triton_entry import kernel_entry
 
 TARGET = "objectives.triton:evaluate"

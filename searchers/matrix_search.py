@@ -474,8 +474,10 @@ def controls_record(
 
     matrix = matrix_record(desc, outcomes)
     main = max(outcomes, key=lambda o: o.group.weight)
-    names = sorted({n for o in outcomes for n in o.winner.get("controls", {})})
-    catalogs = {n: installed_catalog(n, desc.arch) for n in names}
+    names = {n for o in outcomes for n in o.winner.get("controls", {})}
+    # A Triton kernel's file records the Triton it was tuned under, controls or not.
+    names |= {"triton"} if desc.kind == "triton" else set()
+    catalogs = {n: installed_catalog(n, desc.arch) for n in sorted(names)}
     first = desc.at_shape(main.group.shapes[0])
     base, best = main.baseline_values[0], main.winner_values[0]
     sign = 1 if desc.mode == "min" else -1
@@ -500,6 +502,8 @@ def controls_record(
             sizes=first.sizes,
             shapes={i.name: list(first.shape_of(i)) for i in first.inputs},
             dtypes={i.name: i.dtype for i in first.inputs},
+            dims={i.name: list(i.shape) for i in first.inputs},
+            arguments=dict(first.arguments),
         ),
         scores=cf.Scores(
             baseline=base, best=best if best is not None else math.nan, improvement_pct=improvement

@@ -446,8 +446,9 @@ def write_outputs(
     improvement = None
     if baseline_claim:
         improvement = round(100.0 * sign * (baseline_claim - best) / abs(baseline_claim), 3)
-    names = list(best_config.get("controls", {}))
-    catalogs = {n: installed_catalog(n, desc.arch) for n in names}
+    # A Triton kernel's file records the Triton it was tuned under, controls or not.
+    names = set(best_config.get("controls", {})) | ({"triton"} if desc.kind == "triton" else set())
+    catalogs = {n: installed_catalog(n, desc.arch) for n in sorted(names)}
     record = cf.build(
         kernel=cf.KernelInfo(
             name=desc.name,
@@ -466,6 +467,8 @@ def write_outputs(
             sizes=desc.sizes,
             shapes={i.name: list(desc.shape_of(i)) for i in desc.inputs},
             dtypes={i.name: i.dtype for i in desc.inputs},
+            dims={i.name: list(i.shape) for i in desc.inputs},
+            arguments=dict(desc.arguments),
         ),
         scores=cf.Scores(
             baseline=baseline,

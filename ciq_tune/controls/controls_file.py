@@ -73,6 +73,10 @@ class Benchmark(_Strict):
     sizes: dict[str, int] = Field(default_factory=dict)
     shapes: dict[str, list[int]] = Field(default_factory=dict)
     dtypes: dict[str, str] = Field(default_factory=dict)
+    # Each input's shape as the description writes it (size names or ints) and the
+    # description's `arguments`: how `ciq_tune.runtime.tuned` reads a launch's sizes.
+    dims: dict[str, list[str | int]] = Field(default_factory=dict)
+    arguments: dict[str, str] = Field(default_factory=dict)
 
 
 class Remeasured(_Strict):
@@ -191,7 +195,8 @@ def build(
 
     Args:
         kernel: the kernel's identity (name, source hash, arch).
-        catalogs: catalog name → the catalog the controls were tuned with.
+        catalogs: catalog name → the catalog the controls were tuned with (a catalog without
+            controls is recorded too: the compiler the kernel was tuned under).
         controls: catalog name → chosen control set.
         benchmark: the metric and problem definition.
         scores: tuned metric against the baseline.
@@ -216,7 +221,7 @@ def build(
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         tool={"name": "ciq-tune", "version": __version__},
         kernel=kernel,
-        compilers={name: catalogs[name].describe() for name in controls},  # type: ignore[misc]
+        compilers={name: catalog.describe() for name, catalog in catalogs.items()},  # type: ignore[misc]
         controls=checked,  # type: ignore[arg-type]
         rendered=rendered,  # type: ignore[arg-type]
         params=dict(params or {}),

@@ -7,6 +7,10 @@ builds, Triton or Helion; never Ray. See docs/deploying.md.
     tuned = ciq_tune.runtime.load("matmul.controls.yaml")
     tuned.config_for({"M": 16, "N": 4096, "K": 4096})  # {"params": {...}, "controls": {...}}
     @triton.autotune(configs=tuned.triton_configs(), key=["M", "N", "K"])
+
+    @ciq_tune.runtime.tuned("kernel.controls.yaml")  # on the kernel as it ships
+    @triton.jit
+    def kernel(...): ...
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from ciq_tune.controls.matrix import ShapeResult
 from ciq_tune.controls.matrix import select
 from ciq_tune.controls.matrix import untuned
 from ciq_tune.errors import ControlsFileError
+from ciq_tune.runtime.decorator import TunedLaunch
+from ciq_tune.runtime.decorator import tuned
 
-__all__ = ["Launcher", "TunedKernel", "load"]
+__all__ = ["Launcher", "TunedKernel", "TunedLaunch", "load", "tuned"]
 
 # Triton launch options that `triton.Config` takes as fields; the others (ptx_options,
 # enable_fp_fusion) travel in its kwargs, which Triton passes to the launch as compile options.

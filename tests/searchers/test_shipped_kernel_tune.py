@@ -31,6 +31,11 @@ def test_a_shipped_kernel_tunes_over_its_matrix_as_it_is(
     assert sorted(r["config/params/num_warps"] for r in rows) == ["1", "2", "4"]
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
     tuned = load(out / "rms_norm_shipped.controls.yaml")
+    # What `ciq_tune.runtime.tuned` reads a launch's sizes and the tuning's Triton from.
+    bench = tuned.controls_file.benchmark
+    assert bench.dims == {"X_ptr": ["M", "N"], "W_ptr": ["N"], "Y_ptr": ["M", "N"]}
+    assert bench.arguments["n_cols"] == "N"
+    assert tuned.controls_file.compilers["triton"]["version"]
     for shape in SHAPES:
         sizes = {k: v for k, v in shape.items() if k != "weight"}
         assert tuned.config_for(sizes)["params"]["num_warps"] in (1, 2, 4)
