@@ -151,32 +151,41 @@ def replay_rates(
     repetitions: list[int],
     min_speedup: float = 1.0,
     looks: list[int] | None = None,
+    futility: list[float] | None = None,
 ) -> list[dict[str, Any]]:
-    """False-accept and false-reject rates and mean rounds per repetition count and number of
-    looks, trials spread over kernels."""
+    """False-accept and false-reject rates and mean rounds per repetition count, number of
+    looks and futility margin, trials spread over kernels."""
     pools = recorded_pairs(paths)
     rows = []
-    for reps in repetitions:
-        for n_looks in looks or [ValidationConfig().looks]:
-            config = ValidationConfig(repetitions=reps, min_speedup=min_speedup, looks=n_looks)
-            row: dict[str, Any] = {
-                "scenario": "recorded",
-                "repetitions": reps,
-                "looks": len(config.look_rounds()),
-                "min_speedup": min_speedup,
-                "kernels": len(pools),
-            }
-            for label, ratio in (("false_accept", 1.0), ("false_reject", TRUE_SPEEDUP)):
-                outcomes = [
-                    replay(pools[seed % len(pools)], ratio, config, seed) for seed in range(trials)
-                ]
-                kept = sum(k for k, _ in outcomes)
-                row[label] = rate(kept if ratio == 1.0 else trials - kept, trials)
-                row[f"{label}_mean_rounds"] = float(np.mean([n for _, n in outcomes]))
-            cv = [float(np.std(np.log(p[:, 0] / p[:, 1]), ddof=1)) for p in pools]
-            row["pair_log_ratio_sd"] = cv
-            rows.append(row)
-            print(f"recorded ({len(pools)} kernels) {_line(row)} min_speedup {min_speedup:g}")
+    cells = [
+        (reps, n_looks, margin)
+        for reps in repetitions
+        for n_looks in looks or [ValidationConfig().looks]
+        for margin in futility or [ValidationConfig().futility_margin]
+    ]
+    for reps, n_looks, margin in cells:
+        config = ValidationConfig(
+            repetitions=reps, min_speedup=min_speedup, looks=n_looks, futility_margin=margin
+        )
+        row: dict[str, Any] = {
+            "scenario": "recorded",
+            "repetitions": reps,
+            "looks": len(config.look_rounds()),
+            "futility_margin": margin,
+            "min_speedup": min_speedup,
+            "kernels": len(pools),
+        }
+        for label, ratio in (("false_accept", 1.0), ("false_reject", TRUE_SPEEDUP)):
+            outcomes = [
+                replay(pools[seed % len(pools)], ratio, config, seed) for seed in range(trials)
+            ]
+            kept = sum(k for k, _ in outcomes)
+            row[label] = rate(kept if ratio == 1.0 else trials - kept, trials)
+            row[f"{label}_mean_rounds"] = float(np.mean([n for _, n in outcomes]))
+        cv = [float(np.std(np.log(p[:, 0] / p[:, 1]), ddof=1)) for p in pools]
+        row["pair_log_ratio_sd"] = cv
+        rows.append(row)
+        print(f"recorded ({len(pools)} kernels) {_line(row)} min_speedup {min_speedup:g}")
     return rows
 
 
@@ -184,7 +193,8 @@ def _line(row: dict[str, Any]) -> str:
     """One printed row: rounds, looks, both error rates with their intervals, mean rounds."""
     fa, fr = row["false_accept"], row["false_reject"]
     return (
-        f"n={row['repetitions']:3d} looks={row['looks']}  false accept "
+        f"n={row['repetitions']:3d} looks={row['looks']} futility "
+        f"{row.get('futility_margin', 0):g}  false accept "
         f"{100 * fa['rate']:5.1f}% [{100 * fa['ci_low']:.1f}, {100 * fa['ci_high']:.1f}] "
         f"(mean rounds {row['false_accept_mean_rounds']:.1f})  false reject "
         f"{100 * fr['rate']:5.1f}% [{100 * fr['ci_low']:.1f}, {100 * fr['ci_high']:.1f}] "
@@ -210,6 +220,14 @@ def main(argv: list[str] | None = None) -> int:
         help="looks of the sequential comparison to measure (1: one test at the end; "
         "default %(default)s)",
     )
+    parser.add_argument(
+        "--futility",
+        type=float,
+        nargs="+",
+        default=[ValidationConfig().futility_margin],
+        help="futility margins to measure (with --recorded; 0: stop early only below "
+        "--min-speedup; default %(default)s)",
+    )
     parser.add_argument("--out", type=Path, help="write the table as JSON here")
     parser.add_argument(
         "--recorded",
@@ -226,7 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.recorded:
         rows = replay_rates(
-            args.recorded, args.trials, args.repetitions, args.min_speedup, args.looks
+            args.recorded,
+            args.trials,
+            args.repetitions,
+            args.min_speedup,
+            args.looks,
+            args.futility,
         )
         if args.out is not None:
             payload = {

@@ -80,6 +80,7 @@ def validate(
         )
         warmup = 0
         result = compare_samples(*rounds, config=per_look, measurement="interleaved")
-        if result.kept or result.speedup_ci_high < config.min_speedup:
+        futile = result.speedup_ci_high < config.min_speedup * (1 + config.futility_margin)
+        if result.kept or futile:
             break
     return result

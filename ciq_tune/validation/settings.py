@@ -28,6 +28,9 @@ VALIDATION_DEFAULTS: dict[str, Any] = {
     "alpha": 0.05,
     # The lower end of the speedup's confidence interval must be above this (1.0: "faster").
     "min_speedup": 1.0,
+    # A look also stops when the interval's upper end is below min_speedup × (1 + this): even
+    # the optimistic end is a speedup too small to ship (futility), so more rounds are wasted.
+    "futility_margin": 0.01,
     "confidence": 0.95,
     "n_bootstrap": 5000,
     "mode": "min",
@@ -52,13 +55,18 @@ class ValidationConfig(BaseModel):
         looks: evenly spaced checks of the rounds so far, the last after `repetitions`, each of
             at least `MIN_LOOK_ROUNDS` rounds (fewer looks when `repetitions` is small); the
             comparison stops at the first look where the candidate is KEPT or its interval
-            lies wholly below `min_speedup`. Each look tests at alpha / looks and a
-            1 - (1 - confidence) / looks interval, so both error rates stay below those of
-            one test (Bonferroni over the looks: a Pocock-like group-sequential design,
-            conservative). 1: one test after `repetitions` rounds.
+            lies wholly below `min_speedup` × (1 + `futility_margin`). Each look tests at
+            alpha / looks and a 1 - (1 - confidence) / looks interval, so both error rates stay
+            below those of one test (Bonferroni over the looks: a Pocock-like
+            group-sequential design, conservative). 1: one test after `repetitions` rounds.
         alpha: significance level of the two-sided test (Wilcoxon signed-rank on the per-round
             log ratios for interleaved rounds, Mann-Whitney U for independent samples).
         min_speedup: the bootstrap confidence interval's lower bound must exceed this.
+        futility_margin: a look rejects the candidate early when its interval's upper end is
+            below `min_speedup` × (1 + this): at best a speedup too small to ship. Stopping
+            only ever rejects, so the false-accept rate is unchanged; a true speedup below the
+            margin is the one more often rejected early. 0: stop early only below
+            `min_speedup`.
         confidence: confidence level of the bootstrap interval (two-sided).
         n_bootstrap: bootstrap resamples.
         mode: "min" when lower values are better (times), "max" when higher are (throughput).
@@ -72,6 +80,7 @@ class ValidationConfig(BaseModel):
     looks: int = Field(default=VALIDATION_DEFAULTS["looks"], ge=1)
     alpha: float = Field(default=VALIDATION_DEFAULTS["alpha"], gt=0, lt=1)
     min_speedup: float = Field(default=VALIDATION_DEFAULTS["min_speedup"], gt=0)
+    futility_margin: float = Field(default=VALIDATION_DEFAULTS["futility_margin"], ge=0)
     confidence: float = Field(default=VALIDATION_DEFAULTS["confidence"], gt=0, lt=1)
     n_bootstrap: int = Field(default=VALIDATION_DEFAULTS["n_bootstrap"], ge=100)
     mode: Literal["min", "max"] = VALIDATION_DEFAULTS["mode"]
