@@ -332,7 +332,9 @@ class ScreenedGA(GA):
         """The warm-start points, then listed configurations up to `size`, each the farthest
         from every one before it in the process's coordinates (ties broken at random). Exact
         over the listed space, not `_maximin_candidates`' best of a few uniform draws (the
-        farthest of 64 draws: choosing set pooled 34.5 vs 30; docs/benchmarks.md, session 16)."""
+        farthest of 64 draws: choosing set pooled 34.5 vs 30; docs/benchmarks.md, session 16).
+        Seed ranges (`Range(seed_low=…, seed_high=…)`) are a prior: the design takes its rows
+        from the configurations inside them while any is left, then from the rest."""
         first = self._first_design(0, self.first_sampling)  # the warm-start points only
         X = self._listed_X
         gap = np.full(len(X), np.inf)
@@ -340,8 +342,16 @@ class ScreenedGA(GA):
             i = self._listed_index.get(tuple(candidate.genes))
             if i is not None:
                 gap = np.minimum(gap, np.linalg.norm(X - X[i], axis=1))
+        space = self.space
+        seeded = (
+            np.array([space.in_seed_ranges(tuple(g)) for g in self._listed])
+            if space.has_seed_ranges
+            else None
+        )
         while len(first) < size:
             order = self.rng.permutation(len(X))
+            if seeded is not None and (gap[seeded] > 0).any():
+                order = order[seeded[order]]
             pick = int(order[int(np.argmax(gap[order]))])
             if gap[pick] == 0.0:  # every listed configuration is in the design
                 self._exhausted = True

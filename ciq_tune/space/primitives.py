@@ -162,6 +162,13 @@ class Parameter(ABC):
         """Number of distinct states, the knocked-out state included (inf when continuous)."""
         return self._value_cardinality() + (1 if self.knockout_prob is not None else 0)
 
+    def in_seed_range(self, gene: Gene) -> bool:
+        """Whether `gene` lies in the seed range (True without one, and when knocked out)."""
+        seed = getattr(self, "_seed_indices", None)
+        if seed is None or gene is None:  # None: knocked out
+            return True
+        return bool(seed[0] <= gene <= seed[1])
+
     def default(self) -> Gene:
         """The configuration a user gets without tuning: knocked out if it can be, else the
         declared default (or the first value)."""

@@ -210,6 +210,15 @@ class SearchSpace:
         """Genes as a vector in [0, 1] (-1 for knocked out), for distances and models."""
         return np.array([leaf.param.to_unit(g) for leaf, g in zip(self.leaves, genes, strict=True)])
 
+    @property
+    def has_seed_ranges(self) -> bool:
+        """Whether a parameter restricts its first draws to a seed range."""
+        return any(getattr(leaf.param, "_seed_indices", None) is not None for leaf in self.leaves)
+
+    def in_seed_ranges(self, genes: Genes) -> bool:
+        """Whether every gene lies in its parameter's seed range (where one is set)."""
+        return all(leaf.param.in_seed_range(g) for leaf, g in zip(self.leaves, genes, strict=True))
+
     def default_genes(self) -> Genes:
         return tuple(leaf.param.default() for leaf in self.leaves)
 

@@ -221,3 +221,20 @@ def test_local_share_breeds_pattern_moves_of_the_elite(strategy: str) -> None:
     # A pattern move changes one parameter, sometimes a few; a recombined child of random
     # parents differs from the two best in most of its six parameters.
     assert changed_from_elite(1.0) <= 2.0 < changed_from_elite(0.0)
+
+
+def test_the_default_strategys_first_design_keeps_to_the_seed_ranges() -> None:
+    from tests.engine.conftest import first_generation
+
+    # A kernel-like listed space, 31**3 configurations, each parameter seeded to 10-20.
+    space = {f"p{i}": ss.range(0, 30, seed_low=10, seed_high=20) for i in range(3)}
+    engine = create_engine("auto", space, "t", budget=Budget(max_evaluations=200), seed=0)
+    first = first_generation(engine)
+    assert len(first) >= 4
+    assert all(10 <= v <= 20 for c in first for v in c.config.values()), first
+    # Outside the seed ranges only once every configuration inside them is in the design.
+    small = {"a": ss.range(0, 9, seed_low=4, seed_high=5), "b": ss.range(0, 1)}
+    engine = create_engine("auto", small, "t", budget=Budget(max_evaluations=15), seed=0)
+    values = [c.config["a"] for c in first_generation(engine)]
+    inside = [i for i, v in enumerate(values) if v in (4, 5)]
+    assert len(inside) == 4 and inside == list(range(4)), values
