@@ -148,7 +148,11 @@ def make_search_space(description: KernelDescription) -> SearchSpace:
         spec["params"] = description.param_space()
     controls: dict[str, Any] = {}
     for name, selection in description.controls.items():
-        catalog = detect_catalog(name, arch=description.arch)
+        catalog = detect_catalog(
+            name,
+            arch=description.arch,
+            vendor_controls_files=description.vendor_controls_files(name),
+        )
         part = catalog.space(selection.include, selection.exclude, selection.allow_numerics_changes)
         if part:
             controls[name] = part
@@ -180,7 +184,8 @@ def _encoded(space: SearchSpace, partial: dict[str, Any]) -> Any | None:
 def starting_points(description: KernelDescription, space: SearchSpace) -> list[Any]:
     """Configurations to evaluate first: the defaults (baseline), the description's
     `starting_points` (known-good settings), a Triton kernel's own `@triton.autotune` list
-    (those of its configurations the space holds), then each catalog preset.
+    (those of its configurations the space holds), then each catalog preset and each vendor
+    controls file offered to ptxas, on the defaults.
 
     Every point is encoded in `space`, so a preset the selection excludes is dropped.
 
@@ -213,11 +218,17 @@ def starting_points(description: KernelDescription, space: SearchSpace) -> list[
             if point is not None and point not in points:
                 points.append(point)
     for name, selection in description.controls.items():
-        catalog = detect_catalog(name, arch=description.arch)
+        catalog = detect_catalog(
+            name,
+            arch=description.arch,
+            vendor_controls_files=description.vendor_controls_files(name),
+        )
         presets = catalog.presets(
             selection.include, selection.exclude, selection.allow_numerics_changes
         )
-        for preset in presets.values():
+        # A user's own vendor controls file, offered opaquely, is tried on the defaults first.
+        vendor = [{"apply_controls": f} for f in description.vendor_controls_files(name)]
+        for preset in [*presets.values(), *vendor]:
             point = {**baseline, "controls": {**baseline.get("controls", {}), name: preset}}
             point = space.decode(space.encode(point, fill_defaults=True))
             if point not in points:

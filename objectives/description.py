@@ -135,11 +135,17 @@ class Timeouts(_Strict):
 
 
 class ControlSelection(_Strict):
-    """Which controls of one catalog to search (see `ciq_tune.controls.Catalog.space`)."""
+    """Which controls of one catalog to search (see `ciq_tune.controls.Catalog.space`).
+
+    `vendor_controls_files` (ptxas only): a user's own vendor controls files, offered to the
+    search as one opaque choice (``--apply-controls FILE``) against no file; paths relative to
+    the description file. The installed ptxas must take ``--apply-controls`` (13.3 or later).
+    """
 
     include: list[str] | None = None
     exclude: list[str] = Field(default_factory=list)
     allow_numerics_changes: bool = False
+    vendor_controls_files: list[str] = Field(default_factory=list)
 
 
 SelectionMode = Literal["one", "per_shape", "per_key"]
@@ -287,7 +293,18 @@ class KernelDescription(_Strict):
         unknown = sorted(set(value) - set(KNOWN_CATALOGS))
         if unknown:
             raise ValueError(f"unknown catalogs {unknown}; known: {list(KNOWN_CATALOGS)}")
+        vendor = sorted(n for n, s in value.items() if s.vendor_controls_files and n != "ptxas")
+        if vendor:
+            raise ValueError(
+                f"`controls.{vendor[0]}.vendor_controls_files`: only ptxas takes vendor controls "
+                "files (--apply-controls)"
+            )
         return value
+
+    def vendor_controls_files(self, catalog: str) -> tuple[str, ...]:
+        """The vendor controls files offered to `catalog`'s search (see `ControlSelection`)."""
+        selection = self.controls.get(catalog)
+        return tuple(selection.vendor_controls_files) if selection is not None else ()
 
     @field_validator("reference")
     @classmethod
@@ -555,6 +572,32 @@ def _build(kind: str, args: Any, knockout: float | None, spec: dict[str, Any]) -
     )
 
 
+def _resolve_vendor_files(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """`controls.ptxas.vendor_controls_files` resolved against the description's folder; each
+    must be a regular file (it is hashed, never read further)."""
+    controls = data.get("controls")
+    if not isinstance(controls, dict) or not isinstance(controls.get("ptxas"), dict):
+        return data
+    ptxas = controls["ptxas"]
+    files = ptxas.get("vendor_controls_files")
+    if not isinstance(files, list):
+        return data
+    resolved = []
+    for index, name in enumerate(files):
+        field = f"controls.ptxas.vendor_controls_files[{index}]"
+        if not isinstance(name, str):
+            raise DescriptionError(f"{path}: field `{field}`: a path, got {name!r}")
+        try:
+            full = (path.parent / name).resolve()
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise DescriptionError(f"{path}: field `{field}`: not a usable path: {exc}") from None
+        if not full.is_file():
+            raise DescriptionError(f"{path}: field `{field}`: {str(full)!r} is not a file")
+        resolved.append(str(full))
+    ptxas = {**ptxas, "vendor_controls_files": resolved}
+    return {**data, "controls": {**controls, "ptxas": ptxas}}
+
+
 def load_description(path: str | Path) -> KernelDescription:
     """Read and validate a kernel description file (``.yaml``, ``.yml`` or ``.json``).
 
@@ -576,6 +619,7 @@ def load_description(path: str | Path) -> KernelDescription:
             data = {**data, "source": str((path.parent / data["source"]).resolve())}
         except (OSError, RuntimeError, ValueError) as exc:  # a NUL byte, a symlink loop
             raise DescriptionError(f"{path}: field `source`: not a usable path: {exc}") from None
+    data = _resolve_vendor_files(path, data)
     try:
         desc = KernelDescription.model_validate({**data, "path": str(path.resolve())})
     except ValidationError as exc:

@@ -70,7 +70,7 @@ def evaluate(
         the other objectives report it for the throughput summary), whereas the metric
         ``compile_time_s`` is the compile's own time, also when it comes from the cache.
     """
-    catalog = catalog or detect_ptxas()
+    catalog = catalog or detect_ptxas(vendor_controls_files=desc.vendor_controls_files("ptxas"))
     controls = ptxas_controls(config)
     try:
         argv = ptxas_argv(desc, catalog, controls)

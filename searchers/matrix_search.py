@@ -477,7 +477,9 @@ def controls_record(
     names = {n for o in outcomes for n in o.winner.get("controls", {})}
     # A Triton kernel's file records the Triton it was tuned under, controls or not.
     names |= {"triton"} if desc.kind == "triton" else set()
-    catalogs = {n: installed_catalog(n, desc.arch) for n in sorted(names)}
+    catalogs = {
+        n: installed_catalog(n, desc.arch, desc.vendor_controls_files(n)) for n in sorted(names)
+    }
     first = desc.at_shape(main.group.shapes[0])
     base, best = main.baseline_values[0], main.winner_values[0]
     sign = 1 if desc.mode == "min" else -1

@@ -16,6 +16,7 @@ from ciq_tune.cli.tune import ray_init
 from ciq_tune.cli.tune import require_gpu_for_cuda
 from ciq_tune.cli.tune import validate_best
 from ciq_tune.cli.tune import validation_config
+from ciq_tune.cli.tune import with_vendor_files
 from ciq_tune.cli.tune import write_outputs
 from ciq_tune.cli.tune import write_run_settings
 from ciq_tune.errors import CiqTuneError
@@ -76,7 +77,7 @@ def tune_staged_command(args: argparse.Namespace) -> int:
     check_staged_args(args)
     args.description = args.description[0]
     settings = validation_config(args.validate_repetitions)
-    desc = load_description(args.description)
+    desc = with_vendor_files(load_description(args.description), args.vendor_controls)
     check_staged_description(desc)
     # The baseline: stage 1's first point, the parameters' defaults with the compilers' defaults.
     params_desc = desc.model_copy(update={"controls": {}})

@@ -19,6 +19,7 @@ from ciq_tune.cli.tune import place_trials
 from ciq_tune.cli.tune import ray_init
 from ciq_tune.cli.tune import validate_best
 from ciq_tune.cli.tune import validation_config
+from ciq_tune.cli.tune import with_vendor_files
 from ciq_tune.cli.tune import write_outputs
 from ciq_tune.errors import CiqTuneError
 from ciq_tune.strict_io import load_json
@@ -62,7 +63,9 @@ def _resume(args: argparse.Namespace) -> int:
         raise CiqTuneError(
             f"{settings_path}: a staged search (`tune --stages`) does not resume; run it again"
         )
-    desc = load_description(settings["description"])
+    # A run.json from before `--vendor-controls` has no such key.
+    vendor = [Path(f) for f in settings.get("vendor_controls", [])]
+    desc = with_vendor_files(load_description(settings["description"]), vendor)
     if desc.shapes:
         raise CiqTuneError(
             f"{settings_path}: a multi-shape search (`shapes` in {settings['description']}) "

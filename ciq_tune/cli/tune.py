@@ -123,6 +123,17 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         "(a search whose space holds no more configurations than --budget does so anyway)",
     )
     parser.add_argument(
+        "--vendor-controls",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="offer your own vendor controls file to the search as one opaque ptxas choice "
+        "(--apply-controls FILE, against no file; repeatable; needs ptxas >= 13.3 and a "
+        "description whose controls hold ptxas; the same as its "
+        "`controls.ptxas.vendor_controls_files`)",
+    )
+    parser.add_argument(
         "--quiet",
         action="store_true",
         help="no progress line while the search runs (default: every 2 s on stderr, "
@@ -181,12 +192,17 @@ def _tune(args: argparse.Namespace) -> int:
 
         return tune_staged_command(args)
     if len(args.description) > 1 or args.shapes:
+        if args.vendor_controls:
+            raise CiqTuneError(
+                "`--vendor-controls` applies to one description; in a campaign name the file "
+                "in each description's `controls.ptxas.vendor_controls_files`"
+            )
         from ciq_tune.cli._campaign import tune_campaign_command
 
         return tune_campaign_command(args)
     args.description = args.description[0]
     settings = validation_config(args.validate_repetitions)
-    desc = load_description(args.description)
+    desc = with_vendor_files(load_description(args.description), args.vendor_controls)
     if desc.shapes:
         from ciq_tune.cli._matrix import tune_matrix_command
 
@@ -202,6 +218,29 @@ def _tune(args: argparse.Namespace) -> int:
         TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=desc.name
     ) as writer:
         return _search(args, desc, space, points, settings, writer)
+
+
+def with_vendor_files(desc: Any, files: list[Path]) -> Any:
+    """The description with `files` added to its ptxas catalog's vendor controls files.
+
+    Raises:
+        CiqTuneError: `files` are given and the description searches no ptxas controls, or one
+            is not a file.
+    """
+    if not files:
+        return desc
+    if "ptxas" not in desc.controls:
+        raise CiqTuneError(
+            f"`--vendor-controls`: {desc.path} searches no ptxas controls (its `controls` hold "
+            f"{sorted(desc.controls)}); vendor controls files go to ptxas"
+        )
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise CiqTuneError(f"`--vendor-controls`: {missing} are not files")
+    selection = desc.controls["ptxas"]
+    offered = [*selection.vendor_controls_files, *(str(f.resolve()) for f in files)]
+    chosen = selection.model_copy(update={"vendor_controls_files": offered})
+    return desc.model_copy(update={"controls": {**desc.controls, "ptxas": chosen}})
 
 
 def _search(
@@ -448,7 +487,9 @@ def write_outputs(
         improvement = round(100.0 * sign * (baseline_claim - best) / abs(baseline_claim), 3)
     # A Triton kernel's file records the Triton it was tuned under, controls or not.
     names = set(best_config.get("controls", {})) | ({"triton"} if desc.kind == "triton" else set())
-    catalogs = {n: installed_catalog(n, desc.arch) for n in sorted(names)}
+    catalogs = {
+        n: installed_catalog(n, desc.arch, desc.vendor_controls_files(n)) for n in sorted(names)
+    }
     record = cf.build(
         kernel=cf.KernelInfo(
             name=desc.name,
@@ -595,6 +636,7 @@ def write_run_settings(args: argparse.Namespace) -> None:
         "exhaustive": args.exhaustive,
         "transfer_from": None if args.transfer_from is None else str(args.transfer_from),
         "stages": args.stages,
+        "vendor_controls": [str(f.resolve()) for f in args.vendor_controls],
     }
     (args.out / RUN_SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
 

@@ -3,6 +3,8 @@ the controls file that records a tuned control set."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ciq_tune.controls.catalog import BaseCatalog
 from ciq_tune.controls.catalog import Catalog
 from ciq_tune.controls.catalog import Control
@@ -23,10 +25,13 @@ __all__ = [
 ]
 
 
-def detect_catalog(name: str, *, arch: str = "sm_90") -> BaseCatalog:
-    """The installed catalog called `name` (``ptxas``, ``nvcc`` or ``triton``)."""
+def detect_catalog(
+    name: str, *, arch: str = "sm_90", vendor_controls_files: Sequence[str] = ()
+) -> BaseCatalog:
+    """The installed catalog called `name` (``ptxas``, ``nvcc`` or ``triton``); ptxas offers
+    `vendor_controls_files` as an opaque choice (`detect_ptxas`)."""
     if name == "ptxas":
-        return detect_ptxas()
+        return detect_ptxas(vendor_controls_files=vendor_controls_files)
     if name == "nvcc":
         return detect_nvcc()
     if name == "triton":
