@@ -2,7 +2,8 @@
 
 `ciq_tune` itself never imports Ray at load time; `CompileIQSearcher` is re-exported lazily
 from `searchers` so that the engine can be used (and tested) without Ray. The
-CompileIQ-compatible `Search` API (`ciq_tune.compat`) is re-exported lazily too.
+CompileIQ-compatible `Search` API (`ciq_tune.compat`) and `capture` (kernel descriptions
+recorded from a real run, `objectives.capture`) are re-exported lazily too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from ciq_tune.compat import SearchResult
     from ciq_tune.compat import WorkerTypes
     from searchers.compileiq_searcher import CompileIQSearcher
+    from objectives.capture import capture
     from searchers.isolation import isolated_trainable
 
 # Names re-exported lazily from `ciq_tune.compat` (it loads pandas; `start()` loads Ray).
@@ -47,6 +49,7 @@ __all__ = [
     "SearchSpace",
     "WorkerTypes",
     "__version__",
+    "capture",
     "isolated_trainable",
     "space",
 ]
@@ -61,6 +64,10 @@ def __getattr__(name: str) -> Any:
         from searchers.isolation import isolated_trainable
 
         return isolated_trainable
+    if name == "capture":
+        from objectives.capture import capture
+
+        return capture
     if name in _COMPAT:
         import ciq_tune.compat
 

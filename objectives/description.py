@@ -82,6 +82,9 @@ _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
 # `name` becomes file and folder names under `--out`: a file stem, never a path.
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 _REFERENCE_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+SHIPPED = "shipped"
+"""`reference: shipped`: the kernel's own launch as its project ships it is the reference (a
+Triton `entry` with its own `@triton.autotune`/`@triton.heuristics`, no tuned values)."""
 _DTYPES = (
     "float16",
     "bfloat16",
@@ -349,6 +352,10 @@ class KernelDescription(_Strict):
             raise ValueError(f"outputs {missing} are not names of `inputs` {sorted(names)}")
         if self.kind != "ptx" and self.entry is None:
             raise ValueError(f"kind={self.kind!r} needs `entry` (the kernel symbol or function)")
+        if self.reference == SHIPPED and (self.kind != "triton" or not self.outputs):
+            raise ValueError(
+                "`reference: shipped` (the kernel's own launch) needs kind 'triton' and `outputs`"
+            )
         if self.kind == "helion" and not self.outputs:
             raise ValueError(
                 "kind='helion' needs `outputs`: the kernel writes its results into tensors passed "

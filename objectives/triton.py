@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ciq_tune.runtime.triton_kernel import KernelEntry
@@ -24,6 +25,7 @@ from objectives.protocol import BACK_TO_BACK_PROTOCOL
 from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.protocol import MeasurementProtocol
 from objectives.triton_entry import kernel_entry
+from objectives.triton_entry import load_module
 
 TARGET = "objectives.triton:evaluate"
 # Name of the control catalog whose rendering gives Triton's compile-option keyword arguments.
@@ -84,6 +86,26 @@ def _prepare(
     grid = desc.launch({**params})["grid"]
     # Sizes go by name: a description's key order is not part of its meaning.
     return entry, grid, {**desc.launch_arguments(), **desc.scalars, **params, **options}
+
+
+def shipped_outputs(desc: KernelDescription, tensors: Mapping[str, Any]) -> list[Any]:
+    """The outputs of the kernel launched as its project ships it (``reference: shipped``):
+    the entry as its source defines it, its own `@triton.autotune` and `@triton.heuristics`
+    choosing, on copies of `tensors`, with the description's arguments and scalars and its
+    grid at the default parameters."""
+    from objectives import make_search_space
+
+    space = make_search_space(desc)
+    defaults = space.decode(space.default_genes()).get("params", {})
+    entry = kernel_entry(str(desc.source), str(desc.entry))
+    shipped = getattr(load_module(str(desc.source)), str(desc.entry))
+    copies = {name: tensor.clone() for name, tensor in tensors.items()}
+    # Bound as the search binds, without the heuristics: the shipped launch runs its own.
+    args, named = replace(entry, heuristics=()).bind(
+        copies, {**desc.launch_arguments(), **desc.scalars}
+    )
+    shipped[desc.launch(defaults)["grid"]](*args, **named)
+    return [copies[name] for name in desc.outputs]
 
 
 # `triton.Config` launch options a description may search, as params or Triton controls.

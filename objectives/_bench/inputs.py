@@ -15,6 +15,7 @@ from typing import Any
 from objectives._arrays import TORCH
 from objectives._arrays import ArrayLibrary
 from objectives._arrays import evaluate_expression
+from objectives.description import SHIPPED
 from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.protocol import MeasurementProtocol
 
@@ -121,6 +122,7 @@ def reference_outputs(
 ) -> list[Any]:
     """Evaluate the description's reference on the non-output inputs, one tensor per output.
 
+    ``shipped`` launches the kernel as its project ships it (`objectives.triton.shipped_outputs`).
     A ``"module:function"`` reference (the module is looked up next to the kernel source) is
     called with the non-output inputs as keyword arguments; any other text is a Python
     expression over those inputs, the `sizes`, the `scalars`, ``math`` and the array library
@@ -131,6 +133,10 @@ def reference_outputs(
     """
     if desc.reference is None:
         raise ValueError(f"kernel {desc.name!r} has no `reference`; it cannot be checked")
+    if desc.reference == SHIPPED:
+        from objectives.triton import shipped_outputs
+
+        return shipped_outputs(desc, tensors)
     args = {k: v for k, v in tensors.items() if k not in desc.outputs}
     if desc.reference_is_callable:
         module, _, name = desc.reference.partition(":")

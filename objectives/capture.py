@@ -1,0 +1,347 @@
+"""Kernel descriptions captured from a real run: the launches of named Triton kernels, recorded
+while the program runs, written as one description per kernel (named as the program launched
+it: the module attribute bound to the decorated kernel).
+
+    with ciq_tune.capture("rms_norm_forward", out="captured/"):
+        model(batch)                          # the program as it is
+    # captured/rms_norm_forward.yaml: its shapes (weights = launch counts), ready to tune
+
+While the block runs, every ``kernel[grid](...)`` of a named kernel (a ``@triton.jit``
+function, also under ``@triton.autotune``/``@triton.heuristics``) is recorded: each argument's
+shape, dtype and strides (tensors) or value (numbers), and the grid. Only the first launch of
+each distinct argument signature costs more than a dictionary update: its tensors are copied
+before the launch to tell the outputs (the tensors the launch wrote) from the inputs. Results
+never change: the launch itself is the program's own.
+
+The description names each tensor dimension after its first appearance (``X_ptr_dim1``) and
+reuses the name wherever the same values recur (a weight's length, a stride of a contiguous
+tensor); integer arguments become `arguments` over those sizes (``X_row_stride: X_ptr_dim1``),
+a constant, or a size of their own; floats become `scalars`. The grid is written over the sizes
+when each axis is a size, a constant or ``ceil(size / c)``. The reference is the kernel as
+shipped (``reference: shipped``), and the space its launch options plus the values of its own
+`@triton.autotune` list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import threading
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ciq_tune.errors import DescriptionError
+from ciq_tune.runtime.triton_kernel import KernelEntry
+from ciq_tune.runtime.triton_kernel import unwrap
+from objectives.description import SHIPPED
+
+# The launch options every captured space searches (Triton's defaults first).
+LAUNCH_SPACE = {
+    "num_warps": {"ordinal": [1, 2, 4, 8, 16, 32], "default": 4},
+    "num_stages": {"ordinal": [1, 2, 3, 4, 5], "default": 3},
+}
+# Block sizes `ceil(size / c)` a grid axis is tried against.
+_GRID_DIVISORS = [2**k for k in range(1, 13)]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor argument as launched: its shape, dtype and strides."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    strides: tuple[int, ...]
+
+
+@dataclass
+class KernelLaunches:
+    """Every recorded launch of one kernel, by argument signature.
+
+    Attributes:
+        entry: The kernel unwrapped (`ciq_tune.runtime.triton_kernel.unwrap`).
+        source: Its source file; `name` its symbol there.
+        signatures: Per distinct signature, the arguments of its first launch (name → `Tensor`
+            or value) and its grid.
+        counts: Launches per signature.
+        outputs: The tensors the first launch of any signature wrote.
+    """
+
+    entry: KernelEntry
+    source: str
+    name: str
+    signatures: dict[tuple[Any, ...], tuple[dict[str, Any], Any]] = field(default_factory=dict)
+    counts: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    outputs: set[str] = field(default_factory=set)
+
+
+class Capture:
+    """What `capture` recorded: `launches` by kernel name, and `descriptions()` of them."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.launches: dict[str, KernelLaunches] = {}
+        self._lock = threading.Lock()
+        self._inside = threading.local()
+        self._entries: dict[int, tuple[KernelEntry, str]] = {}
+
+    def record(self, kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Launch `kernel` on `grid` as called, recording it first (see the module docstring)."""
+        known = self._entries.get(id(kernel))
+        if known is None:
+            entry = unwrap(kernel)
+            known = self._entries[id(kernel)] = (entry, _entry_name(kernel, entry))
+        entry, name = known
+        launch = _ORIGINAL_GETITEM(kernel, grid)
+        if name not in self.names or getattr(self._inside, "active", False):
+            return launch(*args, **kwargs)
+        named = {**dict(zip(entry.parameters, args, strict=False)), **kwargs}
+        values = {k: _recorded(v) for k, v in named.items()}
+        signature = tuple(sorted((k, repr(v)) for k, v in values.items()))
+        with self._lock:
+            launches = self.launches.setdefault(
+                name, KernelLaunches(entry, inspect.getsourcefile(_python_fn(entry)) or "", name)
+            )
+            first = signature not in launches.signatures
+            launches.counts[signature] = launches.counts.get(signature, 0) + 1
+        before = {k: v.clone() for k, v in named.items() if _is_tensor(v)} if first else {}
+        self._inside.active = True  # a launch from inside this one is not the program's
+        try:
+            result = launch(*args, **kwargs)
+        finally:
+            self._inside.active = False
+        if first:
+            written = {k for k, v in before.items() if not _same(v, named[k])}
+            try:
+                evaluated = grid(named) if callable(grid) else grid
+            except (KeyError, TypeError):  # a grid of the autotuned meta-parameters
+                evaluated = None
+            with self._lock:
+                launches.outputs |= written
+                launches.signatures[signature] = (values, _grid_tuple(evaluated))
+        return result
+
+    def descriptions(self) -> dict[str, dict[str, Any]]:
+        """One description (as YAML data) per recorded kernel."""
+        return {name: describe(launches) for name, launches in self.launches.items()}
+
+    def write(self, folder: str | Path) -> list[Path]:
+        """Write ``<kernel>.yaml`` per recorded kernel into `folder`; the paths written."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, data in self.descriptions().items():
+            path = folder / f"{name}.yaml"
+            count = sum(self.launches[name].counts.values())
+            header = f"# Captured by ciq_tune.capture from {count} launches.\n"
+            path.write_text(header + yaml.safe_dump(data, sort_keys=False))
+            written.append(path)
+        return written
+
+
+@contextlib.contextmanager
+def capture(*names: str, out: str | Path | None = None) -> Iterator[Capture]:
+    """Record the launches of the Triton kernels called `names` while the block runs; on exit
+    write one description per kernel into `out` (when given). See the module docstring.
+
+    Raises:
+        ValueError: no kernel name is given.
+    """
+    if not names:
+        raise ValueError("name at least one kernel to capture (its function name)")
+    from triton.runtime.jit import KernelInterface
+
+    recorder = Capture(tuple(names))
+
+    def getitem(kernel: Any, grid: Any) -> Any:
+        return lambda *args, **kwargs: recorder.record(kernel, grid, args, kwargs)
+
+    KernelInterface.__getitem__ = getitem  # type: ignore[method-assign]
+    try:
+        yield recorder
+    finally:
+        KernelInterface.__getitem__ = _ORIGINAL_GETITEM  # type: ignore[method-assign]
+    if out is not None:
+        recorder.write(out)
+
+
+def _original_getitem() -> Any:
+    from triton.runtime.jit import KernelInterface
+
+    return KernelInterface.__getitem__
+
+
+_ORIGINAL_GETITEM = _original_getitem()
+
+
+def describe(launches: KernelLaunches) -> dict[str, Any]:
+    """The description of one kernel's recorded launches (see the module docstring).
+
+    Raises:
+        DescriptionError: a launch has no tensor argument, or its grid cannot be written over
+            the sizes.
+    """
+    firsts = [values for values, _ in launches.signatures.values()]
+    weights = [launches.counts[s] for s in launches.signatures]
+    grids = [grid for _, grid in launches.signatures.values()]
+    names = [n for n in launches.entry.parameters if n in firsts[0]]
+    tensors = [n for n in names if isinstance(firsts[0][n], Tensor)]
+    if not tensors:
+        raise DescriptionError(f"{launches.name}: no tensor argument was launched; nothing to time")
+    sizes: dict[str, list[int]] = {}  # size name → its value in each signature
+
+    def size_for(values: list[int], fallback: str) -> str:
+        for existing, seen in sizes.items():
+            if seen == values:
+                return existing
+        sizes[fallback] = values
+        return fallback
+
+    inputs = []
+    for name in tensors:
+        spec = firsts[0][name]
+        dims = [
+            size_for([f[name].shape[d] for f in firsts], f"{name}_dim{d}")
+            for d in range(len(spec.shape))
+        ]
+        init = "randn" if "float" in spec.dtype else "randint"
+        inputs.append({"name": name, "shape": dims, "dtype": spec.dtype, "init": init})
+    dims_named = set(sizes)
+    arguments: dict[str, str] = {}
+    scalars: dict[str, float] = {}
+    for name in names:
+        if name in tensors:
+            continue
+        values = [f[name] for f in firsts]
+        if all(isinstance(v, bool) for v in values):
+            arguments[name] = str(int(values[0]))
+        elif all(isinstance(v, int) for v in values):
+            match = next((s for s, seen in sizes.items() if seen == values), None)
+            if match is not None:
+                arguments[name] = match
+            elif len(set(values)) == 1:
+                arguments[name] = str(values[0])
+            else:
+                sizes[name] = values  # passed by name, as a size of its own
+        elif all(isinstance(v, float) for v in values):
+            scalars[name] = float(values[0])
+    first_sizes = {name: seen[0] for name, seen in sizes.items()}
+    data: dict[str, Any] = {
+        "name": launches.name,
+        "kind": "triton",
+        "source": launches.source,
+        "entry": launches.name,
+        "sizes": first_sizes,
+    }
+    if len(firsts) > 1:
+        data["shapes"] = [
+            {**{name: seen[i] for name, seen in sizes.items()}, "weight": weights[i]}
+            for i in range(len(firsts))
+        ]
+    data["sizes_not_passed"] = sorted(dims_named)
+    if arguments:
+        data["arguments"] = arguments
+    if scalars:
+        data["scalars"] = scalars
+    data["inputs"] = inputs
+    data["outputs"] = [n for n in tensors if n in launches.outputs]
+    if not data["outputs"]:
+        raise DescriptionError(f"{launches.name}: no launch wrote a tensor; nothing to check")
+    data["grid"] = _grid_expression(launches.name, grids, sizes)
+    data["reference"] = SHIPPED
+    data["params"] = _space(launches.entry)
+    data["controls"] = {}
+    return data
+
+
+def _space(entry: KernelEntry) -> dict[str, Any]:
+    """The launch options, plus each kernel parameter its own autotuner list varies."""
+    space = {k: dict(v) for k, v in LAUNCH_SPACE.items()}
+    values: dict[str, list[Any]] = {}
+    for config in entry.configs:
+        for key, value in config.kwargs.items():
+            values.setdefault(key, [])
+            if value not in values[key]:
+                values[key].append(value)
+    for key, listed in values.items():
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in listed):
+            space[key] = {"ordinal": sorted(listed), "default": listed[0]}
+    return space
+
+
+def _grid_expression(
+    name: str, grids: list[tuple[int, ...] | None], sizes: Mapping[str, list[int]]
+) -> str:
+    if any(g is None for g in grids):
+        raise DescriptionError(
+            f"{name}: its grid depends on the autotuned meta-parameters; write `grid` by hand"
+        )
+    axes = []
+    for axis in range(len(grids[0])):  # type: ignore[arg-type]
+        values = [g[axis] for g in grids]  # type: ignore[index]
+        axes.append(_axis(name, values, sizes))
+    return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
+
+
+def _axis(name: str, values: list[int], sizes: Mapping[str, list[int]]) -> str:
+    for size, seen in sizes.items():
+        if seen == values:
+            return size
+    if len(set(values)) == 1:
+        return str(values[0])
+    for size, seen in sizes.items():
+        for c in _GRID_DIVISORS:
+            if [math.ceil(s / c) for s in seen] == values:
+                return f"ceil({size} / {c})"
+    raise DescriptionError(
+        f"{name}: grid axis values {values} are not over the sizes; write `grid`"
+    )
+
+
+def _recorded(value: Any) -> Any:
+    if _is_tensor(value):
+        dtype = str(value.dtype).removeprefix("torch.")
+        return Tensor(tuple(value.shape), dtype, tuple(value.stride()))
+    return value
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "stride") and hasattr(value, "clone")
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Bit for bit (a NaN left in place is unchanged)."""
+    import torch
+
+    if before.shape != after.shape:
+        return False
+    as_bytes = [t.contiguous().view(torch.uint8) for t in (before, after)]
+    return bool(torch.equal(*as_bytes))
+
+
+def _grid_tuple(grid: Any) -> tuple[int, ...] | None:
+    try:
+        items = tuple(int(g) for g in grid)
+    except (TypeError, ValueError):
+        return None
+    return items
+
+
+def _python_fn(entry: KernelEntry) -> Any:
+    return getattr(entry.jit, "fn", entry.jit)
+
+
+def _entry_name(kernel: Any, entry: KernelEntry) -> str:
+    """The name the program launched `kernel` by: its module's attribute bound to it (the
+    decorated object), else its function's name."""
+    fn = _python_fn(entry)
+    for name, value in getattr(fn, "__globals__", {}).items():
+        if value is kernel:
+            return str(name)
+    return str(fn.__name__)

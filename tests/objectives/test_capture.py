@@ -1,0 +1,93 @@
+"""`ciq_tune.capture` under Triton's interpreter: a small program's launches of a shipped kernel
+(its own @triton.heuristics, strides between the pointers) recorded and written as a description
+that loads and evaluates against the kernel as shipped, with the program's results unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+KERNEL = REPO / "tests/objectives/data/rms_norm_shipped.py"
+
+PROGRAM = """
+import json, sys
+import torch
+import ciq_tune
+from objectives.triton_entry import load_module
+kernel = load_module(sys.argv[2]).rms_norm_heuristic
+
+def rms_norm(x, w):  # a model's layer, as its project calls the kernel
+    y = torch.empty_like(x)
+    kernel[(x.shape[0],)](y, y.stride(0), x, x.stride(0), w, x.shape[1], 1e-6)
+    return y
+
+def model(tokens):
+    torch.manual_seed(0)
+    w = torch.randn(40)
+    outs = [rms_norm(torch.randn(tokens, 40), w) for _ in range(3)]
+    return outs + [rms_norm(torch.randn(2, 100), torch.randn(100))]
+
+plain = model(5)
+with ciq_tune.capture("rms_norm_heuristic", out=sys.argv[1]) as recorded:
+    captured = model(5)
+same = all(torch.equal(a, b) for a, b in zip(plain, captured))
+json.dump({"same": same, "kernels": sorted(recorded.launches)}, sys.stdout)
+"""
+
+
+def _interpreted(script: str, *args: str) -> dict:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_programs_launches_become_a_description_that_tunes(tmp_path: Path) -> None:
+    record = _interpreted(PROGRAM, str(tmp_path), str(KERNEL))
+    assert record == {"same": True, "kernels": ["rms_norm_heuristic"]}
+    data = yaml.safe_load((tmp_path / "rms_norm_heuristic.yaml").read_text())
+    # Two signatures: 3 launches at 5 x 40, 1 at 2 x 100.
+    assert data["shapes"] == [
+        {"Y_ptr_dim0": 5, "Y_ptr_dim1": 40, "weight": 3},
+        {"Y_ptr_dim0": 2, "Y_ptr_dim1": 100, "weight": 1},
+    ]
+    assert data["arguments"] == {
+        "Y_row_stride": "Y_ptr_dim1",
+        "X_row_stride": "Y_ptr_dim1",
+        "n_cols": "Y_ptr_dim1",
+    }
+    assert data["scalars"] == {"eps": 1e-6}
+    assert [i["shape"] for i in data["inputs"]] == [
+        ["Y_ptr_dim0", "Y_ptr_dim1"],
+        ["Y_ptr_dim0", "Y_ptr_dim1"],
+        ["Y_ptr_dim1"],
+    ]
+    assert data["outputs"] == ["Y_ptr"] and data["grid"] == "(Y_ptr_dim0,)"
+    assert data["reference"] == "shipped"
+    assert data["params"]["num_warps"]["default"] == 4
+    # The description loads and evaluates at both shapes against the shipped kernel.
+    evaluated = _interpreted(
+        """
+        import json, sys
+        from objectives import load_description, make_trainable
+        desc = load_description(sys.argv[1])
+        result = make_trainable(desc)({"params": {"num_warps": 2, "num_stages": 1}})
+        json.dump({k: v for k, v in result.items() if isinstance(v, str)}, sys.stdout)
+        """,
+        str(tmp_path / "rms_norm_heuristic.yaml"),
+    )
+    assert evaluated["status"] == "ok", evaluated.get("error")
+    assert evaluated["status@0"] == evaluated["status@1"] == "ok"
