@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from ciq_tune.compat import SearchConfiguration
     from ciq_tune.compat import SearchResult
     from ciq_tune.compat import WorkerTypes
-    from searchers.compileiq_searcher import CompileIQSearcher
     from objectives.capture import capture
+    from searchers.compileiq_searcher import CompileIQSearcher
     from searchers.isolation import isolated_trainable
 
 # Names re-exported lazily from `ciq_tune.compat` (it loads pandas; `start()` loads Ray).
