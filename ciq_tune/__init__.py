@@ -3,7 +3,8 @@
 `ciq_tune` itself never imports Ray at load time; `CompileIQSearcher` is re-exported lazily
 from `searchers` so that the engine can be used (and tested) without Ray. The
 CompileIQ-compatible `Search` API (`ciq_tune.compat`) and `capture` (kernel descriptions
-recorded from a real run, `objectives.capture`) are re-exported lazily too.
+recorded from a real run, `objectives.capture`) and `tune_kernel` (a kernel tuned from a
+script, `ciq_tune.cli.kernel_api`) are re-exported lazily too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ciq_tune._version import __version__
 from ciq_tune.space import SearchSpace
 
 if TYPE_CHECKING:
+    from ciq_tune.cli.kernel_api import tune_kernel
     from ciq_tune.compat import BASELINE_DNA
     from ciq_tune.compat import INVALID_SCORE
     from ciq_tune.compat import MultiScoreComparison
@@ -52,6 +54,7 @@ __all__ = [
     "capture",
     "isolated_trainable",
     "space",
+    "tune_kernel",
 ]
 
 
@@ -68,6 +71,10 @@ def __getattr__(name: str) -> Any:
         from objectives.capture import capture
 
         return capture
+    if name == "tune_kernel":
+        from ciq_tune.cli.kernel_api import tune_kernel
+
+        return tune_kernel
     if name in _COMPAT:
         import ciq_tune.compat
 

@@ -99,7 +99,8 @@ class Capture:
             known = self._entries[id(kernel)] = (entry, _entry_name(kernel, entry))
         entry, name = known
         launch = _ORIGINAL_GETITEM(kernel, grid)
-        if name not in self.names or getattr(self._inside, "active", False):
+        wanted = name in self.names or "*" in self.names
+        if not wanted or getattr(self._inside, "active", False):
             return launch(*args, **kwargs)
         named = {**dict(zip(entry.parameters, args, strict=False)), **kwargs}
         values = {k: _recorded(v) for k, v in named.items()}
@@ -147,8 +148,9 @@ class Capture:
 
 @contextlib.contextmanager
 def capture(*names: str, out: str | Path | None = None) -> Iterator[Capture]:
-    """Record the launches of the Triton kernels called `names` while the block runs; on exit
-    write one description per kernel into `out` (when given). See the module docstring.
+    """Record the launches of the Triton kernels called `names` (``"*"``: every kernel) while
+    the block runs; on exit write one description per kernel into `out` (when given). See the
+    module docstring.
 
     Raises:
         ValueError: no kernel name is given.
