@@ -398,6 +398,7 @@ def validate_best(
     say why not."""
     import ray
 
+    from ciq_tune.controls.simplify import simplify_timed
     from ciq_tune.validation import SearchValidation
     from ciq_tune.validation import validate_search
     from objectives import make_measure
@@ -430,7 +431,13 @@ def validate_best(
     measure = make_measure(desc)
 
     def validate_top() -> SearchValidation:
-        return validate_search(results, measure, baseline, k=k, config=settings)
+        validation = validate_search(results, measure, baseline, k=k, config=settings)
+        winner = validation.winner
+        if winner is not None and any((winner.config.get("controls") or {}).values()):
+            # Only what earns its place: each control of the winner, re-measured without it.
+            simplified = simplify_timed(winner.config, measure, settings=settings)
+            validation = validation.model_copy(update={"simplification": simplified})
+        return validation
 
     validation: SearchValidation = ray.get(
         ray.remote(num_cpus=1, num_gpus=gpus)(validate_top).remote()
@@ -472,8 +479,11 @@ def write_outputs(
     elif validation.outcome == "baseline" and baseline is not None:
         best_config, best = points[0], baseline
     dropped: dict[str, dict[str, Any]] = {}
-    # An exact metric (validation skipped) is re-checked by recompiling without each control;
-    # a validated winner stays as validated.
+    if validation.simplification is not None:
+        # A timed winner without the controls its re-measurement showed do nothing.
+        best_config = validation.simplification["config"]
+        dropped = validation.simplification["dropped"]
+    # An exact metric (validation skipped) is re-checked by recompiling without each control.
     if measurement_is_exact(desc) and validation.winner is None and best_config.get("controls"):
         from ciq_tune.controls.simplify import simplify_controls
         from objectives import make_measure
@@ -536,9 +546,14 @@ def write_outputs(
     simplified = ""
     if dropped:
         names_dropped = sorted(f"{c}.{n}" for c, d in dropped.items() for n in d)
+        how = (
+            "a paired re-measurement showed not faster beyond noise"
+            if validation.simplification is not None
+            else "a fresh compile showed change nothing"
+        )
         simplified = (
-            f"simplified: dropped {len(names_dropped)} control(s) that a fresh compile showed "
-            f"change nothing ({', '.join(names_dropped)})\n"
+            f"simplified: dropped {len(names_dropped)} control(s) that {how} "
+            f"({', '.join(names_dropped)})\n"
         )
     failures = failure_summary(results.records)
     print(

@@ -1,13 +1,18 @@
-"""Simplify a winning configuration: drop the compiler controls that do not earn their place."""
+"""Simplify a winning configuration: drop the compiler controls that do not earn their place,
+exactly for a metric a recompile reproduces (`simplify_controls`), by a paired re-measurement for
+a timed one (`simplify_timed`)."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
 
 from ciq_tune.errors import CiqTuneError
+from ciq_tune.validation import ValidationConfig
+from ciq_tune.validation import validate
 
 
 def simplify_controls(
@@ -64,3 +69,59 @@ def _no_worse(measured: float, reference: float, mode: str, rel_tolerance: float
         return False
     slack = abs(reference) * rel_tolerance
     return measured <= reference + slack if mode == "min" else measured >= reference - slack
+
+
+def simplify_timed(
+    config: Any,
+    measure: Callable[[Any], float],
+    *,
+    settings: ValidationConfig,
+) -> dict[str, Any]:
+    """Drop a timed winner's controls one at a time unless a paired re-measurement shows the
+    winner faster with it.
+
+    For a timed metric no two measurements agree exactly, so each control is judged by
+    `ciq_tune.validation.validate`: the configuration without it (its compiler default) is
+    the baseline, the current configuration the candidate; when the control's presence is not
+    KEPT as a speedup (not faster beyond noise, by the same test and sequential looks as
+    validation), it is dropped and the next control is judged against the simpler
+    configuration. Controls are tried in catalog, then name order.
+
+    Args:
+        config: The validated winner (`{"params": ..., "controls": {catalog: {name: value}}}`).
+        measure: One fresh round of a configuration's metric (`objectives.make_measure`).
+        settings: The validation settings (repetitions, looks, thresholds).
+
+    Returns:
+        ``config`` (the simplified configuration), ``dropped`` (catalog → name → value) and
+        ``kept`` (catalog → name → the speedup it gave, its interval, p, rounds).
+    """
+    current = copy.deepcopy(config)
+    dropped: dict[str, dict[str, Any]] = {}
+    kept: dict[str, dict[str, Any]] = {}
+    controls = config.get("controls") or {}
+    for catalog in sorted(controls):
+        for name in sorted(controls[catalog]):
+            without = copy.deepcopy(current)
+            del without["controls"][catalog][name]
+            with_it = copy.deepcopy(current)
+            try:
+                result = validate(
+                    functools.partial(measure, without),
+                    functools.partial(measure, with_it),
+                    config=settings,
+                )
+            except (CiqTuneError, OSError):
+                kept.setdefault(catalog, {})[name] = {"reason": "the re-measurement failed"}
+                continue
+            if result.kept:
+                kept.setdefault(catalog, {})[name] = {
+                    "speedup": result.speedup,
+                    "speedup_ci": [result.speedup_ci_low, result.speedup_ci_high],
+                    "p_value": result.p_value,
+                    "rounds": result.baseline.n,
+                }
+            else:
+                current = without
+                dropped.setdefault(catalog, {})[name] = controls[catalog][name]
+    return {"config": current, "dropped": dropped, "kept": kept}

@@ -83,6 +83,9 @@ class SearchValidation(BaseModel):
         baseline_config: the configuration every candidate was compared with.
         winner: the KEPT candidate with the highest re-measured speedup (outcome "kept").
         candidates: every re-measured candidate in the search's order.
+        simplification: the winner with only the controls that earn their place
+            (`ciq_tune.controls.simplify.simplify_timed`: ``config``, ``dropped``, ``kept``),
+            when it was simplified; the file ships its ``config``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -94,6 +97,7 @@ class SearchValidation(BaseModel):
     baseline_config: Any = None
     winner: CandidateValidation | None = None
     candidates: list[CandidateValidation] = Field(default_factory=list)
+    simplification: dict[str, Any] | None = None
 
     def summary(self) -> str:
         """The outcome and one line per re-measured candidate, for a terminal."""
@@ -122,6 +126,7 @@ class SearchValidation(BaseModel):
             "baseline_config": self.baseline_config,
             "winner": None if self.winner is None else self.winner.to_dict(),
             "candidates": [c.to_dict() for c in self.candidates],
+            "simplification": json_safe(self.simplification),
         }
 
 

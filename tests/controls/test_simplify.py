@@ -48,3 +48,28 @@ def test_tolerance_and_failures_keep_controls() -> None:
     assert set(loose["controls"]["ptxas"]) == {"fmad"}
     with pytest.raises(ValueError, match="mode"):
         simplify_controls(WINNER, 1.0, noisy, mode="down")
+
+
+def test_a_timed_winner_keeps_only_the_controls_faster_beyond_noise() -> None:
+    import numpy as np
+
+    from ciq_tune.controls.simplify import simplify_timed
+    from ciq_tune.validation import ValidationConfig
+
+    rng = np.random.default_rng(0)
+    winner = {
+        "params": {"BLOCK": 128},
+        "controls": {"triton": {"num_warps": 8, "ptx_options/minnctapersm": 2, "maxnreg": 128}},
+    }
+
+    def time_ms(config: dict) -> float:
+        # 8 warps are 10 % faster than the default; the other two controls change nothing.
+        base = 0.2 / 1.10 if config["controls"]["triton"].get("num_warps") == 8 else 0.2
+        return float(base * (1 + 0.005 * rng.normal()))
+
+    result = simplify_timed(winner, time_ms, settings=ValidationConfig())
+    assert result["config"] == {"params": {"BLOCK": 128}, "controls": {"triton": {"num_warps": 8}}}
+    assert result["dropped"] == {"triton": {"ptx_options/minnctapersm": 2, "maxnreg": 128}}
+    kept = result["kept"]["triton"]["num_warps"]
+    assert kept["speedup"] == pytest.approx(1.10, rel=0.02) and kept["speedup_ci"][0] > 1.0
+    assert kept["rounds"] == 10  # a clear effect decides at the first look
