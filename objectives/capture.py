@@ -102,30 +102,32 @@ class Capture:
         wanted = name in self.names or "*" in self.names
         if not wanted or getattr(self._inside, "active", False):
             return launch(*args, **kwargs)
-        named = {**dict(zip(entry.parameters, args, strict=False)), **kwargs}
-        values = {k: _recorded(v) for k, v in named.items()}
-        signature = tuple(sorted((k, repr(v)) for k, v in values.items()))
+        signature = _signature(args, kwargs)
         with self._lock:
-            launches = self.launches.setdefault(
-                name, KernelLaunches(entry, inspect.getsourcefile(_python_fn(entry)) or "", name)
-            )
+            launches = self.launches.get(name)
+            if launches is None:
+                source = inspect.getsourcefile(_python_fn(entry)) or ""
+                launches = self.launches[name] = KernelLaunches(entry, source, name)
             first = signature not in launches.signatures
             launches.counts[signature] = launches.counts.get(signature, 0) + 1
-        before = {k: v.clone() for k, v in named.items() if _is_tensor(v)} if first else {}
+        if not first:
+            return launch(*args, **kwargs)
+        named = {**dict(zip(entry.parameters, args, strict=False)), **kwargs}
+        values = {k: _recorded(v) for k, v in named.items()}
+        before = {k: v.clone() for k, v in named.items() if _is_tensor(v)}
         self._inside.active = True  # a launch from inside this one is not the program's
         try:
             result = launch(*args, **kwargs)
         finally:
             self._inside.active = False
-        if first:
-            written = {k for k, v in before.items() if not _same(v, named[k])}
-            try:
-                evaluated = grid(named) if callable(grid) else grid
-            except (KeyError, TypeError):  # a grid of the autotuned meta-parameters
-                evaluated = None
-            with self._lock:
-                launches.outputs |= written
-                launches.signatures[signature] = (values, _grid_tuple(evaluated))
+        written = {k for k, v in before.items() if not _same(v, named[k])}
+        try:
+            evaluated = grid(named) if callable(grid) else grid
+        except (KeyError, TypeError):  # a grid of the autotuned meta-parameters
+            evaluated = None
+        with self._lock:
+            launches.outputs |= written
+            launches.signatures[signature] = (values, _grid_tuple(evaluated))
         return result
 
     def descriptions(self) -> dict[str, dict[str, Any]]:
@@ -304,6 +306,21 @@ def _axis(name: str, values: list[int], sizes: Mapping[str, list[int]]) -> str:
     raise DescriptionError(
         f"{name}: grid axis values {values} are not over the sizes; write `grid`"
     )
+
+
+def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """What tells two launches apart: each tensor's shape, dtype and strides, every other
+    argument's value."""
+    named = tuple((k, _identity(v)) for k, v in sorted(kwargs.items()))
+    return tuple(_identity(v) for v in args) + named
+
+
+def _identity(value: Any) -> Any:
+    if _is_tensor(value):
+        return (tuple(value.shape), value.dtype, value.stride())
+    if isinstance(value, int | float | str | bool | type(None)):
+        return value
+    return repr(value)  # hashable whatever it is
 
 
 def _recorded(value: Any) -> Any:

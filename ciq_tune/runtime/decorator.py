@@ -14,9 +14,9 @@ was tuned (the controls file's `benchmark.dims` and `benchmark.arguments`: ``x``
 entry of those sizes with the file's selection rule (the nearest tuned shape, with one warning,
 for sizes never tuned) and calls the inner ``@triton.jit`` function with that configuration. It
 never times at launch, so every process and rank picks the same configuration; the choice per
-size key is cached after the first launch. A file tuned on another GPU architecture or under
-another Triton version is refused unless ``allow_mismatch=True``: its configurations were fast
-there, not necessarily here.
+size key is cached after the first launch, so a launch adds a key lookup. A file tuned on
+another GPU architecture or under another Triton version is refused unless
+``allow_mismatch=True``: its configurations were fast there, not necessarily here.
 """
 
 from __future__ import annotations
@@ -78,6 +78,20 @@ class TunedLaunch:
         }
         self._size_names = set(bench.sizes) | set().union(*self.tuned.tuned_shapes())
         self._chosen: dict[tuple[tuple[str, int], ...], dict[str, Any]] = {}
+        # The fewest arguments whose values give the sizes the rule selects by, by position and
+        # name: a launch's cache key is read off them without binding every argument.
+        index = {name: i for i, name in enumerate(entry.parameters)}
+        gives = {n: {d for d in dims if isinstance(d, str)} for n, dims in self._dims.items()}
+        gives |= {n: {size} for n, size in self._argument_sizes.items()}
+        gives |= {n: {n} for n in self._size_names}
+        needed = set(self.tuned.rule.key or self._size_names)
+        deciding = []
+        for name in sorted(gives, key=lambda n: -len(gives[n] & needed)):
+            if name in index and gives[name] & needed:
+                deciding.append((index[name], name, name in self._dims))
+                needed -= gives[name]
+        self._deciding = deciding
+        self._plans: dict[tuple[Any, ...], tuple[dict[str, Any], bool]] = {}
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         return lambda *args, **kwargs: self.run(grid, *args, **kwargs)
@@ -85,10 +99,34 @@ class TunedLaunch:
     def run(self, grid: Any, *args: Any, **kwargs: Any) -> Any:
         """Launch on `grid` (a tuple, or a function of the launch's named arguments, as for a
         ``@triton.jit`` kernel) with the tuned configuration of the arguments' sizes."""
+        key = self._launch_key(args, kwargs)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan(args, kwargs)
+        extra, rebind = plan
+        if rebind or self.entry.heuristics:
+            named = {**dict(zip(self.entry.parameters, args, strict=False)), **kwargs}
+            _, launch = self.entry.bind({}, {**named, **extra})
+            return self.entry.jit.run(grid=grid, warmup=False, **launch)
+        launch = {**kwargs, **extra} if kwargs else extra
+        return self.entry.jit.run(*args, grid=grid, warmup=False, **launch)
+
+    def _launch_key(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+        key = []
+        for position, name, is_tensor in self._deciding:
+            value = args[position] if position < len(args) else kwargs.get(name)
+            key.append(tuple(value.shape) if is_tensor and value is not None else value)
+        return tuple(key)
+
+    def _plan(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], bool]:
+        """The tuned keyword arguments of a launch key, and whether a positional argument
+        carries one of them (the launch is then bound by name)."""
         named = {**dict(zip(self.entry.parameters, args, strict=False)), **kwargs}
         extra = self.configuration(named)
-        _, launch = self.entry.bind({}, {**named, **extra})
-        return self.entry.jit[grid](**launch)
+        rebind = any(name in extra for name in self.entry.parameters[: len(args)])
+        return extra, rebind
 
     def configuration(self, named: Mapping[str, Any]) -> dict[str, Any]:
         """The tuned keyword arguments (parameters and Triton options) of a launch with these
