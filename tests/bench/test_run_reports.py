@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 from bench.cli_run import PROGRESS
@@ -63,3 +64,17 @@ def test_one_shape_of_a_matrix_is_a_description_of_its_own(tmp_path: Path) -> No
     assert desc.shapes == [] and desc.selection is None
     assert desc.sizes == {"N": 8192, "BLOCK_N": 8192, "ROWS": 1, "M": 8192}
     assert "shapes" not in yaml.safe_load(path.read_text())
+
+
+def test_launch_overhead_times_the_three_launches(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.launch_overhead import main
+
+    assert main(["--launches", "50"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "µs" not in line]
+    assert [r.split("|")[1].strip() for r in rows] == [
+        "plain launch",
+        "@tuned(file)",
+        "inside capture",
+    ]
+    assert all(float(r.split("|")[2]) > 0 for r in rows)
