@@ -331,8 +331,7 @@ class ScreenedGA(GA):
     def _listed_design(self, size: int) -> list[Candidate]:
         """The warm-start points, then listed configurations up to `size`, each the farthest
         from every one before it in the process's coordinates (ties broken at random). Exact
-        over the listed space, not `_maximin_candidates`' best of a few uniform draws (the
-        farthest of 64 draws: choosing set pooled 34.5 vs 30; docs/benchmarks.md, session 16).
+        over the listed space, not `_maximin_candidates`' best of a few uniform draws.
         Seed ranges (`Range(seed_low=…, seed_high=…)`) are a prior: the design takes its rows
         from the configurations inside them while any is left, then from the rest."""
         first = self._first_design(0, self.first_sampling)  # the warm-start points only
