@@ -4,14 +4,11 @@ that loads and evaluates against the kernel as shipped, with the program's resul
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import yaml
+
+from tests.interpreted import run_interpreted
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL = REPO / "tests/objectives/data/rms_norm_shipped.py"
@@ -42,21 +39,8 @@ json.dump({"same": same, "kernels": sorted(recorded.launches)}, sys.stdout)
 """
 
 
-def _interpreted(script: str, *args: str) -> dict:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
-
-
 def test_a_programs_launches_become_a_description_that_tunes(tmp_path: Path) -> None:
-    record = _interpreted(PROGRAM, str(tmp_path), str(KERNEL))
+    record = run_interpreted(PROGRAM, str(tmp_path), str(KERNEL))
     assert record == {"same": True, "kernels": ["rms_norm_heuristic"]}
     data = yaml.safe_load((tmp_path / "rms_norm_heuristic.yaml").read_text())
     # Two signatures: 3 launches at 5 x 40, 1 at 2 x 100.
@@ -79,7 +63,7 @@ def test_a_programs_launches_become_a_description_that_tunes(tmp_path: Path) -> 
     assert data["reference"] == "shipped"
     assert data["params"]["num_warps"]["default"] == 4
     # The description loads and evaluates at both shapes against the shipped kernel.
-    evaluated = _interpreted(
+    evaluated = run_interpreted(
         """
         import json, sys
         from objectives import load_description, make_trainable

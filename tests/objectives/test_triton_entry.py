@@ -4,10 +4,6 @@ parameters by name, strides and counts from `arguments`, `@triton.autotune` and
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,6 +11,7 @@ import pytest
 
 from objectives import load_description
 from objectives.description import DescriptionError
+from tests.interpreted import run_interpreted
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL = Path(__file__).with_name("data") / "rms_norm_shipped.py"
@@ -52,20 +49,9 @@ def shipped_description(folder: Path, **fields: object) -> Path:
 
 
 def _interpreted(body: str, path: Path) -> dict:
-    # In a subprocess: the interpreter must be on before the kernel module is imported.
-    script = textwrap.dedent(
-        f"""
-        import json, sys
-        from objectives import load_description
-        desc = load_description({str(path)!r})
-        """
-    ) + textwrap.dedent(body)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.splitlines()[-1])
+    prelude = "import json, sys\nfrom objectives import load_description\n"
+    script = prelude + "desc = load_description(sys.argv[1])\n" + textwrap.dedent(body)
+    return run_interpreted(script, str(path))
 
 
 def test_a_shipped_kernel_is_unwrapped_and_launched_by_name(tmp_path: Path) -> None:

@@ -3,11 +3,6 @@ pointers) launched unmodified with its tuned configurations, under Triton's inte
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 import types
 from pathlib import Path
 
@@ -20,6 +15,7 @@ from ciq_tune.controls.matrix import MatrixEntry
 from ciq_tune.controls.matrix import SelectionRule
 from ciq_tune.controls.matrix import ShapeResult
 from ciq_tune.errors import ControlsFileError
+from tests.interpreted import run_interpreted
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL = REPO / "tests/objectives/data/rms_norm_shipped.py"
@@ -89,16 +85,7 @@ json.dump(out, sys.stdout)
 
 
 def _launch_in_a_process(path: Path) -> dict:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(LAUNCHES), str(path), str(KERNEL)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
+    return run_interpreted(LAUNCHES, str(path), str(KERNEL))
 
 
 def test_the_unmodified_kernel_launches_with_each_shapes_tuned_configuration(

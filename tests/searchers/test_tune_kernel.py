@@ -3,15 +3,12 @@ its example arguments, with no description file written by hand."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.interpreted import run_interpreted
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL = REPO / "tests/objectives/data/rms_norm_shipped.py"
@@ -36,16 +33,7 @@ json.dump(tuned.config_for({"Y_ptr_dim0": 4, "Y_ptr_dim1": 40}), sys.stdout)
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_kernel_tunes_from_its_example_arguments(tmp_path: Path) -> None:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(SCRIPT), str(tmp_path), str(KERNEL)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    config = json.loads(done.stdout.splitlines()[-1])
+    config = run_interpreted(SCRIPT, str(tmp_path), str(KERNEL), timeout=600)
     assert config["params"]["num_warps"] in (1, 2, 4)
     # The description it wrote is a file the CLI tunes again.
     data = yaml.safe_load((tmp_path / "rms_norm_heuristic.yaml").read_text())
