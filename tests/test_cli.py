@@ -20,6 +20,7 @@ from ciq_tune.cli.tune import write_outputs
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
+from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import validate_search
 
 EXAMPLE = Path(__file__).parents[1] / "examples/kernels/ptx/spill.yaml"
@@ -358,3 +359,40 @@ def test_tune_prints_metrics_to_five_significant_digits() -> None:
 
     assert _short(0.18612345678901) == "0.18612" and _short(2052) == "2052"
     assert _short(None) == "None"
+
+
+@needs_ptxas
+def test_tune_ships_a_timed_winner_without_the_controls_that_do_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ciq_tune.controls.simplify import simplify_timed
+    from objectives import load_description
+    from objectives import make_search_space
+    from objectives import starting_points
+
+    desc = load_description(EXAMPLE)
+    points = starting_points(desc, make_search_space(desc))
+    baseline, winner = points[0], points[1]  # opt_level 3 + allow_expensive_optimizations
+    records = [
+        EvaluationRecord(i, 0, c, (i,), str(i), "initial", "ok", {"spill_bytes": v}, 0.1)
+        for i, (c, v) in enumerate([(baseline, 2052.0), (winner, 1556.0)])
+    ]
+    results = SearchResults([Objective(name="spill_bytes")], records)
+    rng = np.random.default_rng(0)
+
+    def measure(config: Any) -> float:  # only opt_level makes it faster (5 %)
+        fast = config["controls"]["ptxas"].get("opt_level") == 3
+        return (1.0 / 1.05 if fast else 1.0) * (1 + 0.005 * rng.normal())
+
+    validation = validate_search(results, measure, baseline, k=1)
+    simplified = simplify_timed(validation.winner.config, measure, settings=ValidationConfig())
+    validation = validation.model_copy(update={"simplification": simplified})
+    assert write_outputs(tmp_path, desc, results, None, points, validation) == 0
+    data = yaml.safe_load((tmp_path / "spill.controls.yaml").read_text())
+    assert data["controls"] == {"ptxas": {"opt_level": 3}}
+    assert data["dropped_controls"] == {"ptxas": {"allow_expensive_optimizations": True}}
+    kept = data["validation"]["simplification"]["kept"]["ptxas"]["opt_level"]
+    assert kept["speedup_ci"][0] > 1.0
+    assert "not faster beyond noise (ptxas.allow_expensive_optimizations)" in (
+        capsys.readouterr().out
+    )
