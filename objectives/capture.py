@@ -17,9 +17,10 @@ The description names each tensor dimension after its first appearance (``X_ptr_
 reuses the name wherever the same values recur (a weight's length, a stride of a contiguous
 tensor); integer arguments become `arguments` over those sizes (``X_row_stride: X_ptr_dim1``),
 a constant, or a size of their own; floats become `scalars`. The grid is written over the sizes
-when each axis is a size, a constant or ``ceil(size / c)``. The reference is the kernel as
-shipped (``reference: shipped``), and the space its launch options plus the values of its own
-`@triton.autotune` list.
+when each axis is a size, a constant, ``ceil(size / c)`` or, for a grid of the autotuned
+meta-parameters (probed with each configuration of the kernel's own autotuner),
+``ceil(size / PARAM)``. The reference is the kernel as shipped (``reference: shipped``), and
+the space its launch options plus the values of its own `@triton.autotune` list.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class KernelLaunches:
         entry: The kernel unwrapped (`ciq_tune.runtime.triton_kernel.unwrap`).
         source: Its source file; `name` its symbol there.
         signatures: Per distinct signature, the arguments of its first launch (name → `Tensor`
-            or value) and its grid.
+            or value) and its grid (`Probes`).
         counts: Launches per signature.
         outputs: The tensors the first launch of any signature wrote.
     """
@@ -76,7 +77,9 @@ class KernelLaunches:
     entry: KernelEntry
     source: str
     name: str
-    signatures: dict[tuple[Any, ...], tuple[dict[str, Any], Any]] = field(default_factory=dict)
+    signatures: dict[tuple[Any, ...], tuple[dict[str, Any], Probes | None]] = field(
+        default_factory=dict
+    )
     counts: dict[tuple[Any, ...], int] = field(default_factory=dict)
     outputs: set[str] = field(default_factory=set)
 
@@ -121,13 +124,9 @@ class Capture:
         finally:
             self._inside.active = False
         written = {k for k, v in before.items() if not _same(v, named[k])}
-        try:
-            evaluated = grid(named) if callable(grid) else grid
-        except (KeyError, TypeError):  # a grid of the autotuned meta-parameters
-            evaluated = None
         with self._lock:
             launches.outputs |= written
-            launches.signatures[signature] = (values, _grid_tuple(evaluated))
+            launches.signatures[signature] = (values, _grid_probes(grid, named, entry))
         return result
 
     def descriptions(self) -> dict[str, dict[str, Any]]:
@@ -193,7 +192,7 @@ def describe(launches: KernelLaunches) -> dict[str, Any]:
     """
     firsts = [values for values, _ in launches.signatures.values()]
     weights = [launches.counts[s] for s in launches.signatures]
-    grids = [grid for _, grid in launches.signatures.values()]
+    grids = [probes for _, probes in launches.signatures.values()]
     names = [n for n in launches.entry.parameters if n in firsts[0]]
     tensors = [n for n in names if isinstance(firsts[0][n], Tensor)]
     if not tensors:
@@ -279,33 +278,67 @@ def _space(entry: KernelEntry) -> dict[str, Any]:
     return space
 
 
-def _grid_expression(
-    name: str, grids: list[tuple[int, ...] | None], sizes: Mapping[str, list[int]]
-) -> str:
-    if any(g is None for g in grids):
-        raise DescriptionError(
-            f"{name}: its grid depends on the autotuned meta-parameters; write `grid` by hand"
-        )
-    axes = []
-    for axis in range(len(grids[0])):  # type: ignore[arg-type]
-        values = [g[axis] for g in grids]  # type: ignore[index]
-        axes.append(_axis(name, values, sizes))
+Probes = list[tuple[dict[str, Any], tuple[int, ...]]]
+"""A launch's grid evaluated: (the meta-parameters it was given, the grid) pairs."""
+
+
+def _grid_probes(grid: Any, named: Mapping[str, Any], entry: KernelEntry) -> Probes | None:
+    """The grid of a launch: as given, or a function of its arguments evaluated on them, or,
+    when it needs the autotuned meta-parameters, on each configuration of the kernel's own
+    autotuner (so that ``cdiv(n, meta["BLOCK"])`` can be written over the sizes and BLOCK).
+    None when it cannot be evaluated."""
+    if not callable(grid):
+        items = _grid_tuple(grid)
+        return None if items is None else [({}, items)]
+    metas: list[dict[str, Any]] = [{}, *(dict(c.kwargs) for c in entry.configs)]
+    probes = []
+    for meta in metas:
+        try:
+            items = _grid_tuple(grid({**named, **meta}))
+        except (KeyError, TypeError):  # needs meta-parameters this probe lacks
+            continue
+        if items is not None:
+            probes.append((meta, items))
+            if not meta:
+                break  # a grid of the arguments alone
+    return probes or None
+
+
+def _grid_expression(name: str, grids: list[Probes | None], sizes: Mapping[str, list[int]]) -> str:
+    known = [g for g in grids if g is not None]
+    if len(known) < len(grids):
+        raise DescriptionError(f"{name}: its grid could not be evaluated; write `grid` by hand")
+    observed = [(i, meta, grid) for i, probes in enumerate(known) for meta, grid in probes]
+    axes = [
+        _axis(name, [(i, meta, grid[axis]) for i, meta, grid in observed], sizes)
+        for axis in range(len(observed[0][2]))
+    ]
     return "(" + ", ".join(axes) + ("," if len(axes) == 1 else "") + ")"
 
 
-def _axis(name: str, values: list[int], sizes: Mapping[str, list[int]]) -> str:
+def _axis(
+    name: str, observed: list[tuple[int, dict[str, Any], int]], sizes: Mapping[str, list[int]]
+) -> str:
+    """One grid axis over the sizes, from its values (signature, meta-parameters, value): a
+    size, a constant, ``ceil(size / c)`` or ``ceil(size / PARAM)`` for a meta-parameter the grid
+    was probed with."""
     for size, seen in sizes.items():
-        if seen == values:
+        if all(seen[i] == v for i, _, v in observed):
             return size
-    if len(set(values)) == 1:
-        return str(values[0])
+    values = {v for _, _, v in observed}
+    if len(values) == 1:
+        return str(values.pop())
+    params = sorted({k for _, meta, _ in observed for k, v in meta.items() if isinstance(v, int)})
+    # A meta-parameter first: the search varies it, and the grid must follow.
+    for size, seen in sizes.items():
+        for param in params:
+            if all(param in m and math.ceil(seen[i] / m[param]) == v for i, m, v in observed):
+                return f"ceil({size} / {param})"
     for size, seen in sizes.items():
         for c in _GRID_DIVISORS:
-            if [math.ceil(s / c) for s in seen] == values:
+            if all(math.ceil(seen[i] / c) == v for i, _, v in observed):
                 return f"ceil({size} / {c})"
-    raise DescriptionError(
-        f"{name}: grid axis values {values} are not over the sizes; write `grid`"
-    )
+    raise DescriptionError(f"{name}: a grid axis is not over the sizes; write `grid` by hand")
 
 
 def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:

@@ -92,7 +92,7 @@ def shipped_outputs(desc: KernelDescription, tensors: Mapping[str, Any]) -> list
     """The outputs of the kernel launched as its project ships it (``reference: shipped``):
     the entry as its source defines it, its own `@triton.autotune` and `@triton.heuristics`
     choosing, on copies of `tensors`, with the description's arguments and scalars and its
-    grid at the default parameters."""
+    grid at the parameters the shipped launch chose (the defaults where it chose none)."""
     from objectives import make_search_space
 
     space = make_search_space(desc)
@@ -104,7 +104,12 @@ def shipped_outputs(desc: KernelDescription, tensors: Mapping[str, Any]) -> list
     args, named = replace(entry, heuristics=()).bind(
         copies, {**desc.launch_arguments(), **desc.scalars}
     )
-    shipped[desc.launch(defaults)["grid"]](*args, **named)
+
+    def grid(meta: Mapping[str, Any]) -> tuple[int, ...]:
+        # The shipped autotuner's own choice of a parameter the grid depends on.
+        return desc.launch({**defaults, **{k: meta[k] for k in defaults if k in meta}})["grid"]
+
+    shipped[grid](*args, **named)
     return [copies[name] for name in desc.outputs]
 
 

@@ -75,3 +75,38 @@ def test_a_programs_launches_become_a_description_that_tunes(tmp_path: Path) -> 
     )
     assert evaluated["status"] == "ok", evaluated.get("error")
     assert evaluated["status@0"] == evaluated["status@1"] == "ok"
+
+
+BLOCKED = REPO / "tests/objectives/data/blocked_scale.py"
+
+BLOCKED_PROGRAM = """
+import json, sys
+import torch, triton
+import ciq_tune
+from objectives.triton_entry import load_module
+kernel = load_module(sys.argv[2]).blocked_scale
+with ciq_tune.capture("blocked_scale", out=sys.argv[1]):
+    for n in (100, 1000):
+        x = torch.randn(n)
+        y = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
+json.dump({}, sys.stdout)
+"""
+
+
+def test_a_grid_of_the_autotuned_block_is_written_over_it(tmp_path: Path) -> None:
+    run_interpreted(BLOCKED_PROGRAM, str(tmp_path), str(BLOCKED))
+    data = yaml.safe_load((tmp_path / "blocked_scale.yaml").read_text())
+    assert data["grid"] == "(ceil(x_ptr_dim0 / BLOCK),)"
+    assert data["params"]["BLOCK"] == {"ordinal": [64], "default": 64}
+    assert data["outputs"] == ["y_ptr"] and data["arguments"] == {"n": "x_ptr_dim0"}
+    evaluated = run_interpreted(
+        """
+        import json, sys
+        from objectives import load_description, make_trainable
+        result = make_trainable(load_description(sys.argv[1]))({"params": {"BLOCK": 64}})
+        json.dump({k: v for k, v in result.items() if isinstance(v, str)}, sys.stdout)
+        """,
+        str(tmp_path / "blocked_scale.yaml"),
+    )
+    assert evaluated["status"] == "ok", evaluated.get("error")
