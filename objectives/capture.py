@@ -15,12 +15,13 @@ never change: the launch itself is the program's own.
 
 The description names each tensor dimension after its first appearance (``X_ptr_dim1``) and
 reuses the name wherever the same values recur (a weight's length, a stride of a contiguous
-tensor); integer arguments become `arguments` over those sizes (``X_row_stride: X_ptr_dim1``),
-a constant, or a size of their own; floats become `scalars`. The grid is written over the sizes
-when each axis is a size, a constant, ``ceil(size / c)`` or, for a grid of the autotuned
-meta-parameters (probed with each configuration of the kernel's own autotuner),
-``ceil(size / PARAM)``. The reference is the kernel as shipped (``reference: shipped``), and
-the space its launch options plus the values of its own `@triton.autotune` list.
+tensor); integer arguments become `arguments` over those sizes (``X_row_stride: X_ptr_dim1``,
+``n_elements: x_dim0 * x_dim1``), a constant, or a size of their own; floats become `scalars`.
+The grid is written over the sizes when each axis is a size, a constant, ``ceil(size / c)``
+or, for a grid of the autotuned meta-parameters (probed with each configuration of the
+kernel's own autotuner), ``ceil(size / PARAM)``. The reference is the kernel as shipped
+(``reference: shipped``), and the space its launch options plus the values of its own
+`@triton.autotune` list.
 """
 
 from __future__ import annotations
@@ -225,7 +226,12 @@ def describe(launches: KernelLaunches) -> dict[str, Any]:
         if all(isinstance(v, bool) for v in values):
             arguments[name] = str(int(values[0]))
         elif all(isinstance(v, int) for v in values):
-            match = next((s for s, seen in sizes.items() if seen == values), None)
+            # 1 (a last dimension's stride) is a constant, whatever size happens to be 1.
+            match = (
+                None
+                if set(values) == {1}
+                else _over_sizes(values, {n: sizes[n] for n in dims_named})
+            )
             if match is not None:
                 arguments[name] = match
             elif len(set(values)) == 1:
@@ -256,11 +262,37 @@ def describe(launches: KernelLaunches) -> dict[str, Any]:
     data["outputs"] = [n for n in tensors if n in launches.outputs]
     if not data["outputs"]:
         raise DescriptionError(f"{launches.name}: no launch wrote a tensor; nothing to check")
-    data["grid"] = _grid_expression(launches.name, grids, sizes)
+    # The grid may follow a product too (an element count over a block).
+    terms = dict(sizes)
+    for text in arguments.values():
+        if "*" in text:
+            terms[text] = [
+                math.prod(sizes[f][k] for f in text.split(" * ")) for k in range(len(firsts))
+            ]
+    data["grid"] = _grid_expression(launches.name, grids, terms)
     data["reference"] = SHIPPED
     data["params"] = _space(launches.entry)
     data["controls"] = {}
     return data
+
+
+def _over_sizes(values: list[int], sizes: Mapping[str, list[int]]) -> str | None:
+    """An integer argument's values as an expression over the tensor sizes, when one fits every
+    signature: a size (a length, a contiguous row's stride) or the product of two or three (an
+    element count, the stride of a 3-d tensor's first dimension)."""
+    names = list(sizes)
+    products = [[n] for n in names]
+    products += [[a, b] for i, a in enumerate(names) for b in names[i:]]
+    products += [
+        [a, b, c]
+        for i, a in enumerate(names)
+        for j, b in enumerate(names[i:], i)
+        for c in names[j:]
+    ]
+    for factors in products:
+        if all(math.prod(sizes[f][k] for f in factors) == v for k, v in enumerate(values)):
+            return " * ".join(factors)
+    return None
 
 
 def _space(entry: KernelEntry) -> dict[str, Any]:

@@ -86,9 +86,10 @@ import ciq_tune
 from objectives.triton_entry import load_module
 kernel = load_module(sys.argv[2]).blocked_scale
 with ciq_tune.capture("blocked_scale", out=sys.argv[1]):
-    for n in (100, 1000):
-        x = torch.randn(n)
+    for rows, cols in ((4, 25), (10, 100)):
+        x = torch.randn(rows, cols)
         y = torch.empty_like(x)
+        n = x.numel()
         kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n)
 json.dump({}, sys.stdout)
 """
@@ -97,9 +98,11 @@ json.dump({}, sys.stdout)
 def test_a_grid_of_the_autotuned_block_is_written_over_it(tmp_path: Path) -> None:
     run_interpreted(BLOCKED_PROGRAM, str(tmp_path), str(BLOCKED))
     data = yaml.safe_load((tmp_path / "blocked_scale.yaml").read_text())
-    assert data["grid"] == "(ceil(x_ptr_dim0 / BLOCK),)"
+    # The element count is the product of the sizes, and the grid its blocks.
+    assert data["arguments"] == {"n": "x_ptr_dim0 * x_ptr_dim1"}
+    assert data["grid"] == "(ceil(x_ptr_dim0 * x_ptr_dim1 / BLOCK),)"
     assert data["params"]["BLOCK"] == {"ordinal": [64], "default": 64}
-    assert data["outputs"] == ["y_ptr"] and data["arguments"] == {"n": "x_ptr_dim0"}
+    assert data["outputs"] == ["y_ptr"]
     evaluated = run_interpreted(
         """
         import json, sys
