@@ -210,6 +210,13 @@ def describe(launches: KernelLaunches) -> dict[str, Any]:
     inputs = []
     for name in tensors:
         spec = firsts[0][name]
+        laid_out = [f[name] for f in firsts if not _is_contiguous(f[name])]
+        if laid_out:
+            raise DescriptionError(
+                f"{launches.name}: argument `{name}` was launched non-contiguous (strides "
+                f"{laid_out[0].strides} for shape {laid_out[0].shape}); a description creates "
+                "contiguous inputs, so write this kernel's description by hand"
+            )
         dims = [
             size_for([f[name].shape[d] for f in firsts], f"{name}_dim{d}")
             for d in range(len(spec.shape))
@@ -240,6 +247,11 @@ def describe(launches: KernelLaunches) -> dict[str, Any]:
                 sizes[name] = values  # passed by name, as a size of its own
         elif all(isinstance(v, float) for v in values):
             scalars[name] = float(values[0])
+        else:
+            raise DescriptionError(
+                f"{launches.name}: argument `{name}` was launched as {values[0]!r}, which a "
+                "description cannot give (tensors, integers and floats only)"
+            )
     first_sizes = {name: seen[0] for name, seen in sizes.items()}
     data: dict[str, Any] = {
         "name": launches.name,
@@ -274,6 +286,16 @@ def describe(launches: KernelLaunches) -> dict[str, Any]:
     data["params"] = _space(launches.entry)
     data["controls"] = {}
     return data
+
+
+def _is_contiguous(tensor: Tensor) -> bool:
+    """Row-major without gaps (a dimension of length 1 may have any stride, as in torch)."""
+    step = 1
+    for length, stride in zip(reversed(tensor.shape), reversed(tensor.strides), strict=True):
+        if length != 1 and stride != step:
+            return False
+        step *= length
+    return True
 
 
 def _over_sizes(values: list[int], sizes: Mapping[str, list[int]]) -> str | None:

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
+from ciq_tune.errors import DescriptionError
+from ciq_tune.runtime.triton_kernel import KernelEntry
+from objectives.capture import KernelLaunches
+from objectives.capture import Tensor
+from objectives.capture import describe
 from tests.interpreted import run_interpreted
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,3 +119,23 @@ def test_a_grid_of_the_autotuned_block_is_written_over_it(tmp_path: Path) -> Non
         str(tmp_path / "blocked_scale.yaml"),
     )
     assert evaluated["status"] == "ok", evaluated.get("error")
+
+
+def test_what_a_description_cannot_give_is_refused_with_the_argument() -> None:
+    entry = KernelEntry(jit=None, parameters=("x_ptr", "y_ptr", "n", "flag"))
+
+    def launches(x: Tensor, flag: object) -> KernelLaunches:
+        values = {"x_ptr": x, "y_ptr": Tensor((8, 8), "float32", (8, 1)), "n": 64, "flag": flag}
+        recorded = KernelLaunches(entry, "k.py", "k", outputs={"y_ptr"})
+        recorded.signatures[("one",)] = (values, [({}, (8,))])
+        recorded.counts[("one",)] = 1
+        return recorded
+
+    transposed = Tensor((8, 8), "float32", (1, 8))
+    with pytest.raises(DescriptionError, match=r"`x_ptr` was launched non-contiguous"):
+        describe(launches(transposed, 1.0))
+    with pytest.raises(DescriptionError, match=r"`flag` was launched as None"):
+        describe(launches(Tensor((8, 8), "float32", (8, 1)), None))
+    # A length-1 dimension's stride does not matter.
+    row = Tensor((1, 8), "float32", (1, 1))
+    assert describe(launches(row, 1.0))["scalars"] == {"flag": 1.0}
