@@ -237,7 +237,7 @@ def describe(launches: KernelLaunches) -> dict[str, Any]:
             match = (
                 None
                 if set(values) == {1}
-                else _over_sizes(values, {n: sizes[n] for n in dims_named})
+                else _over_sizes(values, {n: v for n, v in sizes.items() if n in dims_named})
             )
             if match is not None:
                 arguments[name] = match
