@@ -83,7 +83,7 @@ class TunedLaunch:
         index = {name: i for i, name in enumerate(entry.parameters)}
         gives = {n: {d for d in dims if isinstance(d, str)} for n, dims in self._dims.items()}
         gives |= {n: {size} for n, size in self._argument_sizes.items()}
-        gives |= {n: {n} for n in self._size_names}
+        gives |= {n: {n} for n in sorted(self._size_names)}
         needed = set(self.tuned.rule.key or self._size_names)
         deciding = []
         for name in sorted(gives, key=lambda n: -len(gives[n] & needed)):
