@@ -66,6 +66,10 @@ class MeasurementProtocol:
         rep_ms: total duration of the timed launches, milliseconds. 40 ms is ~130 launches of
             a 0.2 ms kernel (with the L2 flush before each): the median's standard error is
             then ~0.2 % at a 2 % CV.
+        max_repeats: at most this many timed launches: a kernel of a few tens of
+            micro-seconds would fill `rep_ms` with ~400 flushed launches, where 100 give the
+            median to ~0.25 % at a 2 % CV (kernels under `GRAPH_BELOW_MS` are timed from graph
+            replays instead).
         host_reps: timed repetitions on the CPU path (Triton's interpreter, host clock).
         rotate_bytes: bytes of input sets to rotate through (about twice an H100's or H200's
             50 MB L2).
@@ -76,6 +80,7 @@ class MeasurementProtocol:
     busy_warmup_ms: float | None = None
     busy_gap_ms: float = 50.0
     rep_ms: float = 40.0
+    max_repeats: int = 100
     host_reps: int = 3
     rotate_bytes: int = 100 * 2**20
     max_rotate: int = 8
@@ -92,7 +97,12 @@ class MeasurementProtocol:
                 f"got warmup_ms={self.warmup_ms}, busy_warmup_ms={self.busy_warmup_ms}, "
                 f"busy_gap_ms={self.busy_gap_ms}, rep_ms={self.rep_ms}"
             )
-        if self.host_reps < 1 or self.max_rotate < 1 or self.rotate_bytes < 0:
+        if (
+            self.host_reps < 1
+            or self.max_rotate < 1
+            or self.rotate_bytes < 0
+            or self.max_repeats < 1
+        ):
             raise ValueError(
                 f"`host_reps` and `max_rotate` must be >= 1 and `rotate_bytes` >= 0, got "
                 f"host_reps={self.host_reps}, max_rotate={self.max_rotate}, "
@@ -130,7 +140,8 @@ class TimingStats:
         iqr_ms: Interquartile range (75th minus 25th percentile).
         cv: Coefficient of variation (standard deviation over mean, dimensionless).
         n: Number of timed repetitions.
-        timer: ``"cuda_events"`` for device timing, ``"host"`` for a wall clock (CPU only).
+        timer: ``"cuda_events"`` (one launch between two events), ``"cuda_graph"`` (a replay of
+            many launches between two events) or ``"host"`` (a wall clock, CPU only).
         sm_clock_mhz: The GPU's SM clock right after the round (None off a GPU or without NVML).
         temperature_c: The GPU's temperature right after the round, °C (likewise).
         p50_ms: 50th percentile of the repetitions (the median, under its latency name).
@@ -138,6 +149,8 @@ class TimingStats:
         p99_ms: 99th percentile (meaningful with >= 100 repetitions; a round of a 0.2 ms
             kernel has ~130).
         warmup_ms: The round's warm-up (`MeasurementProtocol.warmup_after`; None on the CPU).
+        launches_per_replay: Launches in each timed replay of timer ``cuda_graph`` (each
+            repetition is a replay's mean per launch); None for one launch per repetition.
     """
 
     median_ms: float
@@ -154,6 +167,7 @@ class TimingStats:
     p95_ms: float | None = None
     p99_ms: float | None = None
     warmup_ms: float | None = None
+    launches_per_replay: int | None = None
 
     def as_metrics(self) -> dict[str, Any]:
         """Return the statistics as a flat dict for a Ray Tune result."""
@@ -210,6 +224,19 @@ class _Rotator:
         self._i = (self._i + 1) % self._n
 
 
+GRAPH_BELOW_MS = 0.02
+"""Kernels shorter than this (ms, from launches back to back) are timed from CUDA-graph replays:
+timed one launch at a time, a micro-second kernel's value would be its event resolution and
+launch gaps, and its flush would cost twenty times the kernel."""
+GRAPH_REPLAY_MS = 1.0
+"""Aimed duration of one graph replay (ms): enough launches that the events' resolution
+(~0.5 µs) and the graph's own launch vanish in the mean per launch."""
+GRAPH_REPLAYS = 10
+"""Timed replays of a graph per round (as `triton.testing.do_bench_cudagraph`); each is the
+mean of hundreds of launches, so ten give a stable median."""
+MAX_GRAPH_LAUNCHES = 1000
+
+
 def time_cuda(
     fn: Callable[[int], object],
     *,
@@ -217,25 +244,33 @@ def time_cuda(
     warmup_ms: float,
     rep_ms: float,
     arrays: ArrayLibrary = TORCH,
+    max_repeats: int | None = None,
 ) -> TimingStats:
-    """Time a GPU callable with CUDA events, each launch after an L2 flush.
+    """Time a GPU callable with CUDA events, the method chosen by the kernel's duration.
 
-    The procedure of `triton.testing.do_bench`, written once over the array library so that
-    CuPy (CUDA C++ kernels, no torch) and torch (Triton, Helion) time alike: one untimed call,
-    five flushed calls to estimate a launch's time, then `warmup_ms` worth of untimed calls and
-    `rep_ms` worth of timed ones, each timed between two events after zeroing `FLUSH_BYTES`;
-    `fn` receives the index of the input set to use, rotating over `n_rotate` sets.
+    First one untimed call, five flushed calls (the time of a flushed launch) and five back to
+    back (the kernel alone). A kernel of at least `GRAPH_BELOW_MS` is timed by
+    `triton.testing.do_bench`'s procedure, written once over the array library so that CuPy
+    (CUDA C++ kernels, no torch) and torch (Triton, Helion) time alike: `warmup_ms` worth of
+    untimed calls, then `rep_ms` worth of timed ones (at most `max_repeats`, at least 5), each
+    between two events after zeroing `FLUSH_BYTES` (timer ``cuda_events``). A shorter kernel is
+    captured into a CUDA graph of about `GRAPH_REPLAY_MS` of launches, replayed for `warmup_ms`
+    untimed, then `GRAPH_REPLAYS` times between two events, L2 flushed before each replay; a
+    replay's value is its mean per launch (timer ``cuda_graph``). `fn` receives the index of
+    the input set to use, rotating over `n_rotate` sets, so most launches of either method find
+    their inputs outside L2 when the sets together are larger than it.
 
     Args:
         fn: Launches the kernel on input set ``i`` (asynchronously, on the library's current
-            stream; no synchronisation inside).
+            stream; no synchronisation inside; capturable into a graph).
         n_rotate: Number of input sets to rotate through (>= 1).
         warmup_ms: Warm-up duration, milliseconds.
         rep_ms: Total duration of the timed repetitions, milliseconds.
-        arrays: The library whose stream, events and memory the kernel uses.
+        arrays: The library whose stream, events, graphs and memory the kernel uses.
+        max_repeats: At most this many timed launches (None: as many as `rep_ms` holds).
 
     Returns:
-        Statistics over all timed repetitions.
+        Statistics over all timed repetitions (launches, or replays' means per launch).
     """
     if n_rotate < 1:
         raise ValueError(f"`n_rotate` must be >= 1, got n_rotate={n_rotate}")
@@ -252,8 +287,18 @@ def time_cuda(
     arrays.synchronize()
     # A floor of one event resolution (~0.5 µs), against a zero estimate.
     estimate_ms = max(arrays.elapsed_ms(start, end) / 5, 5e-4)
+    start.record()
+    for _ in range(5):
+        call()
+    end.record()
+    arrays.synchronize()
+    kernel_ms = max(arrays.elapsed_ms(start, end) / 5, 5e-4)
+    if kernel_ms < GRAPH_BELOW_MS:
+        return _time_graph(call, flush, kernel_ms, warmup_ms=warmup_ms, arrays=arrays)
     n_warmup = max(1, int(warmup_ms / estimate_ms))
-    n_repeat = max(1, int(rep_ms / estimate_ms))
+    n_repeat = max(5, int(rep_ms / estimate_ms))
+    if max_repeats is not None:
+        n_repeat = min(n_repeat, max(5, max_repeats))
     starts = [arrays.event() for _ in range(n_repeat)]
     ends = [arrays.event() for _ in range(n_repeat)]
     for _ in range(n_warmup):
@@ -266,6 +311,37 @@ def time_cuda(
     arrays.synchronize()
     times = [arrays.elapsed_ms(s, e) for s, e in zip(starts, ends, strict=True)]
     return summarize(times, timer="cuda_events")
+
+
+def _time_graph(
+    call: Callable[[], None],
+    flush: Any,
+    kernel_ms: float,
+    *,
+    warmup_ms: float,
+    arrays: ArrayLibrary,
+) -> TimingStats:
+    """`time_cuda`'s method for a micro-second kernel: replays of a captured graph of launches."""
+    launches = max(1, min(MAX_GRAPH_LAUNCHES, math.ceil(GRAPH_REPLAY_MS / kernel_ms)))
+
+    def body() -> None:
+        for _ in range(launches):
+            call()
+
+    replay = arrays.capture(body)
+    replay()  # untimed: the first replay uploads the graph
+    for _ in range(max(1, math.ceil(warmup_ms / (launches * kernel_ms)))):
+        replay()
+    starts = [arrays.event() for _ in range(GRAPH_REPLAYS)]
+    ends = [arrays.event() for _ in range(GRAPH_REPLAYS)]
+    for i in range(GRAPH_REPLAYS):
+        arrays.zero_(flush)
+        starts[i].record()
+        replay()
+        ends[i].record()
+    arrays.synchronize()
+    times = [arrays.elapsed_ms(s, e) / launches for s, e in zip(starts, ends, strict=True)]
+    return replace(summarize(times, timer="cuda_graph"), launches_per_replay=launches)
 
 
 def time_host(fn: Callable[[int], object], *, n_rotate: int, reps: int) -> TimingStats:
@@ -328,7 +404,12 @@ def measure_round(
     gap_ms = None if _last_round_end is None else 1e3 * (time.perf_counter() - _last_round_end)
     warmup_ms = protocol.warmup_after(gap_ms)
     stats = time_cuda(
-        run, n_rotate=n_rotate, warmup_ms=warmup_ms, rep_ms=protocol.rep_ms, arrays=arrays
+        run,
+        n_rotate=n_rotate,
+        warmup_ms=warmup_ms,
+        rep_ms=protocol.rep_ms,
+        arrays=arrays,
+        max_repeats=protocol.max_repeats,
     )
     _last_round_end = time.perf_counter()
     conditions = gpu_conditions(arrays)

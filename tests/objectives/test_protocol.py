@@ -51,7 +51,7 @@ def test_a_gpu_round_warms_up_long_after_idle_and_short_right_after_a_round(monk
 
     warmups: list[float] = []
 
-    def fake_time_cuda(fn, *, n_rotate, warmup_ms, rep_ms, arrays):
+    def fake_time_cuda(fn, *, n_rotate, warmup_ms, rep_ms, arrays, max_repeats):
         warmups.append(warmup_ms)
         return protocol.summarize([1.0, 1.1], timer="cuda_events")
 
@@ -91,18 +91,24 @@ def test_only_the_back_to_back_protocol_shortens_the_warmup():
 
 
 class _TracedGpu:
-    """An array library whose events read a clock that each launch advances by 2 ms, and which
-    records the order of flushes, event records, launches and synchronisations."""
+    """An array library whose events read a clock that each launch advances by `launch_ms`
+    (2 ms), and which records the order of flushes, event records, launches and
+    synchronisations."""
 
     name = "traced"
 
-    def __init__(self) -> None:
+    def __init__(self, launch_ms: float = 2.0) -> None:
         self.clock = 0.0
+        self.launch_ms = launch_ms
         self.trace: list[object] = []
 
     def launch(self, i: int) -> None:
         self.trace.append(i)
-        self.clock += 2.0
+        self.clock += self.launch_ms
+
+    def advance(self, ms: float) -> None:
+        self.trace.append("replay")
+        self.clock += ms
 
     def synchronize(self, index: int | None = None) -> None:
         self.trace.append("sync")
@@ -139,10 +145,40 @@ def test_cuda_round_estimates_then_warms_up_and_times_flushed_launches():
     # 2 ms per launch: 10 ms of warm-up is 5 launches, 20 ms of timing is 10.
     assert stats.timer == "cuda_events" and stats.n == 10 and stats.median_ms == 2.0
     launches = [x for x in gpu.trace if isinstance(x, int)]
-    assert launches == [i % 3 for i in range(1 + 5 + 5 + 10)]  # rotating over the sets
+    assert launches == [i % 3 for i in range(1 + 5 + 5 + 5 + 10)]  # rotating over the sets
     assert gpu.trace[:3] == [0, "sync", ("alloc", FLUSH_BYTES)]
     flushed = ["flush", 1, "flush", 2, "flush", 0, "flush", 1, "flush", 2]
-    assert gpu.trace[3:16] == ["record", *flushed, "record", "sync"]  # the estimate
+    assert gpu.trace[3:16] == ["record", *flushed, "record", "sync"]  # a flushed launch
+    assert gpu.trace[16:24] == ["record", 0, 1, 2, 0, 1, "record", "sync"]  # the kernel alone
     timed = gpu.trace[-(10 * 4 + 1) :]
     assert timed[:4] == ["flush", "record", timed[2], "record"] and timed[-1] == "sync"
     assert timed.count("flush") == 10 and timed.count("record") == 20
+
+
+def test_cuda_round_caps_its_launches_at_max_repeats():
+    from objectives.protocol import time_cuda
+
+    gpu = _TracedGpu()
+    stats = time_cuda(gpu.launch, n_rotate=1, warmup_ms=2, rep_ms=200, arrays=gpu, max_repeats=7)
+    assert stats.n == 7 and stats.timer == "cuda_events"
+
+
+def test_a_micro_second_kernel_is_timed_from_graph_replays():
+    from objectives.protocol import GRAPH_REPLAYS
+    from objectives.protocol import time_cuda
+
+    gpu = _TracedGpu(launch_ms=0.002)  # 2 µs: under GRAPH_BELOW_MS
+    captured: list[int] = []
+
+    def capture(body):
+        before = len(gpu.trace)
+        body()
+        captured.append(sum(isinstance(x, int) for x in gpu.trace[before:]))
+        return lambda: gpu.advance(captured[0] * gpu.launch_ms)
+
+    gpu.capture = capture
+    stats = time_cuda(gpu.launch, n_rotate=2, warmup_ms=10, rep_ms=40, arrays=gpu)
+    # about 1 ms of launches per replay, each replay's value its mean per launch
+    assert captured == [500]
+    assert stats.timer == "cuda_graph" and stats.launches_per_replay == 500
+    assert stats.n == GRAPH_REPLAYS and stats.median_ms == pytest.approx(0.002)
