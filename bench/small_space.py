@@ -29,6 +29,7 @@ import argparse
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -42,6 +43,8 @@ from bench.gpu_suite import fresh_triton_cache
 from objectives import load_description
 from objectives import make_search_space
 
+# The search's throughput line (`searchers.placement.format_throughput`).
+THROUGHPUT = re.compile(r"^(\d+) evaluations in ([\d.]+) s = ", re.MULTILINE)
 # Launch options of a Triton kernel: `triton.Config` fields, not kernel arguments.
 LAUNCH_OPTIONS = ("num_warps", "num_stages")
 
@@ -84,7 +87,15 @@ def run_ciq_tune(
     record = yaml.safe_load(controls.read_text())
     entries = record["matrix"]["entries"] if record.get("matrix") else [record]
     choices = [{"params": e.get("params", {}), "controls": e.get("controls", {})} for e in entries]
-    return {"wall_s": wall_s, "controls_file": str(controls), "choices": choices}
+    searched = THROUGHPUT.search(log.read_text())
+    return {
+        "wall_s": wall_s,
+        "controls_file": str(controls),
+        "choices": choices,
+        # The search's own line: its evaluations and seconds (validation follows it).
+        "evaluations": int(searched.group(1)) if searched else None,
+        "search_s": float(searched.group(2)) if searched else None,
+    }
 
 
 def _shape_launch(desc: Any, device: str) -> tuple[Any, dict[str, Any], dict[str, int]]:
@@ -180,12 +191,22 @@ def _synchronize(device: str) -> None:
 
 
 def table(results: Mapping[str, Any]) -> str:
-    """The published table: wall time per method and its ratio to the two peers."""
-    lines = ["| method | wall s | / autotune | / loop |", "|---|---|---|---|"]
+    """The published table: wall time per method, its ratio to the two peers, and the
+    (configuration, shape) pairs timed per second over the whole run (ciq-tune's search phase
+    alone in brackets)."""
+    lines = [
+        "| method | wall s | / autotune | / loop | pairs / s |",
+        "|---|---|---|---|---|",
+    ]
     auto, loop = results["autotune"]["wall_s"], results["loop"]["wall_s"]
+    pairs = results["configurations"] * results["shapes"]
     for name in ("ciq-tune", "autotune", "loop"):
-        wall = results[name]["wall_s"]
-        lines.append(f"| {name} | {wall:.1f} | {wall / auto:.2f} | {wall / loop:.2f} |")
+        run = results[name]
+        wall = run["wall_s"]
+        rate = f"{pairs / wall:.1f}"
+        if run.get("search_s"):
+            rate += f" ({run['evaluations'] * results['shapes'] / run['search_s']:.1f})"
+        lines.append(f"| {name} | {wall:.1f} | {wall / auto:.2f} | {wall / loop:.2f} | {rate} |")
     return "\n".join(lines)
 
 

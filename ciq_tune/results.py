@@ -323,3 +323,53 @@ def parse_values(
     if not all(math.isfinite(v) for v in parsed.values()):
         return None, "invalid_result"
     return parsed, OK
+
+
+# Keys Ray Tune adds to every result: not the trainable's, so not named as what it reported.
+_TUNE_KEY_PREFIXES = (
+    "time",
+    "date",
+    "node",
+    "pid",
+    "hostname",
+    "done",
+    "trial_",
+    "experiment",
+    "config/",
+)
+
+
+def result_outcome(result: Any, metrics: Sequence[str]) -> tuple[dict[str, float] | None, str, str]:
+    """``(values, status, error)`` of a trainable's result dict: anything but a finite number
+    for every metric is a failed evaluation (``no_result``, ``invalid_result``,
+    ``missing_metric`` or the result's own ``status``), never an exception."""
+    if result is None:
+        return None, "no_result", "the trial ended without a result"
+    if not isinstance(result, Mapping):
+        return None, "invalid_result", f"the result is a {type(result).__name__}, not a dict"
+    reported = result.get("status", OK)
+    if not isinstance(reported, str) or not reported:
+        return None, "invalid_result", f"`status` must be a non-empty string, got {reported!r}"
+    error = result.get("error")
+    error_text = error if isinstance(error, str) else ""
+    if reported != OK:
+        return None, reported, error_text
+    missing = [m for m in metrics if m not in result]
+    if missing:
+        reported_keys = sorted(str(k) for k in result if not str(k).startswith(_TUNE_KEY_PREFIXES))
+        return None, "missing_metric", f"the result has no {missing} (it reported {reported_keys})"
+    for name in metrics:
+        problem = _metric_problem(result[name])
+        if problem is not None:
+            return None, "invalid_result", f"metric `{name}` is {result[name]!r}: {problem}"
+    return {m: float(result[m]) for m in metrics}, OK, ""
+
+
+def _metric_problem(value: Any) -> str | None:
+    """Why `value` is not a metric value (a finite real number), or None when it is one."""
+    # bool is an int to Python, and float() accepts "0.5": neither is a measured value.
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        return f"a {type(value).__name__}, not a number"
+    if not math.isfinite(float(value)):
+        return "not finite"
+    return None

@@ -424,6 +424,67 @@ def background_writer(
                 logger.warning("tracking is off for this search: %s", exc)
 
 
+class EvaluationTracker:
+    """Records a search's evaluations one by one, without Ray Tune: each as an MLflow run
+    through a started `MlflowWriter`, or as a log line. A tracking failure is one warning,
+    after which tracking is off: it never stops the search.
+
+    Args:
+        config: The tracking settings (`backend` "mlflow", "log" or "none").
+        writer: The started writer when `backend` is "mlflow" (None: nothing is written).
+        search_name: Tagged on every run.
+    """
+
+    def __init__(
+        self, config: TrackingConfig, writer: MlflowWriter | None, search_name: str
+    ) -> None:
+        self.config = config
+        self.writer = writer if config.backend == "mlflow" else None
+        self.tags = search_tags(search_name, config.tags)
+
+    def record(self, evaluation: int, config: Any, metrics: Mapping[str, Any], *, ok: bool) -> None:
+        """One evaluation: its configuration, its numeric metrics, its ``error`` text."""
+        if self.config.backend == "log":
+            logger.info("evaluation %d config=%s result=%s", evaluation, config, dict(metrics))
+        if self.writer is None:
+            return
+        key = str(evaluation)
+        numbers = {
+            k: float(v)
+            for k, v in metrics.items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+        error = metrics.get("error")
+        try:
+            self.writer.send(
+                {
+                    "kind": "start",
+                    "trial": key,
+                    "name": f"evaluation_{key}",
+                    "tags": self.tags,
+                    "params": _flat(config),
+                }
+            )
+            self.writer.send({"kind": "metrics", "trial": key, "metrics": numbers, "step": 1})
+            if isinstance(error, str) and error:
+                self.writer.send({"kind": "texts", "trial": key, "texts": {"error": error}})
+            status = "FINISHED" if ok else "FAILED"
+            self.writer.send({"kind": "end", "trial": key, "status": status})
+        except TrackingUnavailable as exc:
+            logger.warning("tracking is off for this search: %s", exc)
+            self.writer = None
+
+
+def _flat(config: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested configuration as ``{"params/BLOCK": 64, …}`` (MLflow parameters)."""
+    if isinstance(config, Mapping):
+        out: dict[str, Any] = {}
+        for key, value in config.items():
+            out.update(_flat(value, f"{prefix}{key}/"))
+        return out
+    return {prefix.rstrip("/") or "value": config}
+
+
 # How long the writer gathers events after the first one of a batch (seconds): a trial's start,
 # result and end that arrive within it are written together, 3 MLflow calls instead of 4 and
 # more; a run shows up in MLflow at most this much later.
@@ -494,6 +555,12 @@ def _next_batch(lines: queue.Queue[tuple[float, str | None]]) -> tuple[list[str]
     return batch, True
 
 
+def mlflow_name(key: str) -> str:
+    """A result key as an MLflow metric name, which allows no ``@``: a matrix's per-shape
+    ``time_ms@3`` is ``time_ms/shape3``."""
+    return key.replace("@", "/shape")
+
+
 def _write_trial(
     client: Any, experiment_id: str, runs: dict[str, str], key: str, events: list[dict]
 ) -> list[tuple[str, Exception]]:
@@ -528,7 +595,9 @@ def _write_trial(
             params += [Param(k, str(v)[:MAX_PARAM_CHARS]) for k, v in event["params"].items()]
         elif kind == "metrics":
             stamp = int(event.get("time_ms") or time.time() * 1000)
-            metrics += [Metric(k, v, stamp, event["step"]) for k, v in event["metrics"].items()]
+            metrics += [
+                Metric(mlflow_name(k), v, stamp, event["step"]) for k, v in event["metrics"].items()
+            ]
         elif kind == "tags":
             tags += [RunTag(k, str(v)) for k, v in event["tags"].items()]
         elif kind == "texts":

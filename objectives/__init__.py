@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -23,11 +24,13 @@ __all__ = [
     "STAGED_KINDS",
     "KernelDescription",
     "benchmark_worker_setup",
+    "compile_slots",
     "load_description",
     "make_measure",
     "make_search_space",
     "make_trainable",
     "measurement_is_exact",
+    "prestart_workers",
     "starting_points",
 ]
 
@@ -86,6 +89,26 @@ def benchmark_worker_setup(kind: str) -> tuple[tuple[str, ...], dict[str, str]]:
         raise ValueError(f"`kind` must be one of {STAGED_KINDS}, got kind={kind!r}")
     worker = importlib.import_module(f"objectives.{kind}").WORKER
     return tuple(worker.preload), dict(worker.cpu_env)
+
+
+def compile_slots(num_cpus: int | None = None) -> int:
+    """Candidates a local search evaluates at a time: `num_cpus` when given, else every CPU of
+    this machine but the one its GPU's benchmark worker and the search itself share (>= 1)."""
+    if num_cpus is not None:
+        return max(1, num_cpus)
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+def prestart_workers(kind: str, n: int) -> None:
+    """Start `n` of this process's isolated workers for candidates of `kind` now, in the
+    background (their imports take seconds), so that a search's first compiles find them
+    warm; nothing for a kind that compiles in no worker (PTX)."""
+    from objectives._isolate import prestart
+    from objectives._stages import worker_env
+
+    worker = getattr(importlib.import_module(f"objectives.{kind}"), "WORKER", None)
+    if worker is not None:
+        prestart(n, env=worker_env(worker.cpu_env), preload=worker.preload)
 
 
 def make_measure(description: KernelDescription) -> Callable[[Any], float]:

@@ -160,6 +160,30 @@ def _acquire(fd: int, heartbeat: Callable[[str], None] | None) -> None:
         thread.join()
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` entries for one worker each:
+    that variable's entries when it is set, else every GPU NVML counts; asked of torch only
+    without NVML and with an NVIDIA driver loaded (importing torch takes seconds, NVML
+    milliseconds). Empty without a GPU."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if given is not None:
+        return [d.strip() for d in given.split(",") if d.strip() and not d.strip().startswith("-")]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    except Exception:  # no NVML library: torch knows, where an NVIDIA driver is loaded
+        pass
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        return []
+    try:
+        import torch
+    except ImportError:
+        return []
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
 class UtilizationSampler:
     """Samples NVML's GPU utilisation of every GPU in a background thread.
 

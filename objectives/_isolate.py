@@ -109,6 +109,8 @@ class IsolatedWorker:
         self._recv: Connection | None = None
         self.spawns = 0
         self.recycled = 0
+        # Held while a task runs or the process starts: one at a time.
+        self._lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -192,6 +194,12 @@ class IsolatedWorker:
         ):
             if not value > 0:
                 raise ValueError(f"`{name}` must be > 0, got {name}={value}")
+        with self._lock:
+            return self._run_locked(target, payload, compile_timeout_s, run_timeout_s)
+
+    def _run_locked(
+        self, target: str, payload: Any, compile_timeout_s: float, run_timeout_s: float
+    ) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
             spawn_s = 0.0 if self.pid is not None else self._spawn()
@@ -211,6 +219,17 @@ class IsolatedWorker:
         result["worker_spawn_s"] = spawn_s
         result["wall_s"] = time.perf_counter() - t0
         return result
+
+    def warm_up(self, holding: threading.Event | None = None) -> None:
+        """Start the worker process now unless it runs (its imports, `preload`); `holding` is
+        set once this call holds the worker, so that a task given it meanwhile waits for the
+        start. A start that fails is left for the next task to try again and report."""
+        with self._lock:
+            if holding is not None:
+                holding.set()
+            if self.pid is None:
+                with contextlib.suppress(_StartFailure):
+                    self._spawn()
 
     def _run(
         self, target: str, payload: Any, compile_timeout_s: float, run_timeout_s: float
@@ -295,11 +314,40 @@ class IsolatedWorker:
             proc.wait()
 
 
-# Warm workers by (env, preload, max_tasks, max_rss_mb, calling thread).
-_WORKERS: dict[
-    tuple[tuple[tuple[str, str], ...], tuple[str, ...], int | None, float | None, int],
-    IsolatedWorker,
-] = {}
+# Idle warm workers by (env, preload, max_tasks, max_rss_mb); a worker runs one task at a time,
+# so a caller takes one out of its list for the task and puts it back after.
+_Key = tuple[tuple[tuple[str, str], ...], tuple[str, ...], int | None, float | None]
+_IDLE: dict[_Key, list[IsolatedWorker]] = {}
+_ALL: list[IsolatedWorker] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _pool_key(
+    env: Mapping[str, str] | None,
+    preload: tuple[str, ...],
+    max_tasks: int | None,
+    max_rss_mb: float | None,
+) -> tuple[_Key, dict[str, str]]:
+    full_env = dict(env or {})
+    full_env.setdefault("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    if not full_env["CUDA_VISIBLE_DEVICES"]:
+        del full_env["CUDA_VISIBLE_DEVICES"]
+    return (tuple(sorted(full_env.items())), preload, max_tasks, max_rss_mb), full_env
+
+
+def _take(key: _Key, env: dict[str, str]) -> IsolatedWorker:
+    with _POOL_LOCK:
+        idle = _IDLE.setdefault(key, [])
+        if idle:
+            return idle.pop()
+        worker = IsolatedWorker(env=env, preload=key[1], max_tasks=key[2], max_rss_mb=key[3])
+        _ALL.append(worker)
+        return worker
+
+
+def _put_back(key: _Key, worker: IsolatedWorker) -> None:
+    with _POOL_LOCK:
+        _IDLE[key].append(worker)
 
 
 def run_isolated(
@@ -313,11 +361,11 @@ def run_isolated(
     max_tasks: int | None = DEFAULT_MAX_TASKS,
     max_rss_mb: float | None = DEFAULT_MAX_RSS_MB,
 ) -> dict[str, Any]:
-    """Run a task in this thread's warm worker for `env` (started on first use).
+    """Run a task in an idle warm worker for `env` of this process (started when none is idle).
 
-    The worker is keyed by `env`, `preload` and ``CUDA_VISIBLE_DEVICES``, so a Ray actor reused
-    for a trial on another GPU gets a worker that sees that GPU, and by the calling thread,
-    since a worker runs one task at a time (the compat API's local runner calls from a pool).
+    Workers are kept by `env`, `preload` and ``CUDA_VISIBLE_DEVICES``, so a Ray actor reused
+    for a trial on another GPU gets a worker that sees that GPU; callers on several threads
+    (a local search's evaluations) each take a worker of their own for the task.
 
     Args:
         target: ``"package.module:function"`` of the task.
@@ -332,25 +380,51 @@ def run_isolated(
     Returns:
         The result dict (see `IsolatedWorker.run`).
     """
-    full_env = dict(env or {})
-    full_env.setdefault("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
-    if not full_env["CUDA_VISIBLE_DEVICES"]:
-        del full_env["CUDA_VISIBLE_DEVICES"]
-    thread = threading.get_ident()
-    key = (tuple(sorted(full_env.items())), preload, max_tasks, max_rss_mb, thread)
-    worker = _WORKERS.get(key)
-    if worker is None:
-        worker = _WORKERS[key] = IsolatedWorker(
-            env=full_env, preload=preload, max_tasks=max_tasks, max_rss_mb=max_rss_mb
+    key, full_env = _pool_key(env, preload, max_tasks, max_rss_mb)
+    worker = _take(key, full_env)
+    try:
+        return worker.run(
+            target, payload, compile_timeout_s=compile_timeout_s, run_timeout_s=run_timeout_s
         )
-    return worker.run(
-        target, payload, compile_timeout_s=compile_timeout_s, run_timeout_s=run_timeout_s
-    )
+    finally:
+        _put_back(key, worker)
+
+
+def prestart(
+    n: int,
+    *,
+    env: Mapping[str, str] | None = None,
+    preload: tuple[str, ...] = (),
+    max_tasks: int | None = DEFAULT_MAX_TASKS,
+    max_rss_mb: float | None = DEFAULT_MAX_RSS_MB,
+) -> None:
+    """Start `n` workers for `env` in the background, so that their imports overlap whatever
+    this process does before its first tasks; a task that takes one still starting waits for
+    it (`IsolatedWorker.run` holds the worker's lock while it starts)."""
+    key, full_env = _pool_key(env, preload, max_tasks, max_rss_mb)
+    workers = [_take(key, full_env) for _ in range(n)]
+    for worker in workers:
+        started = threading.Event()
+
+        threading.Thread(
+            target=worker.warm_up, args=(started,), daemon=True, name="isolated-prestart"
+        ).start()
+        started.wait()  # the worker is held: a task that takes it waits for the start
+        _put_back(key, worker)
+
+
+def close_idle() -> None:
+    """Stop this process's idle workers (a finished search's): the next task starts anew."""
+    with _POOL_LOCK:
+        idle = [w for workers in _IDLE.values() for w in workers]
+    for worker in idle:
+        with worker._lock:  # one still starting finishes its start first
+            worker.close()
 
 
 @atexit.register
 def _close_all() -> None:
-    for worker in _WORKERS.values():
+    for worker in _ALL:
         worker.close()
 
 

@@ -67,10 +67,10 @@ class Benchmarker(Protocol):
 
 @functools.cache
 def has_gpu() -> bool:
-    """Whether this process sees a CUDA device (through torch)."""
-    import torch
+    """Whether this process sees a CUDA device (`objectives._gpu.visible_gpus`)."""
+    from objectives._gpu import visible_gpus
 
-    return torch.cuda.is_available()
+    return bool(visible_gpus())
 
 
 def worker_env(cpu_env: Mapping[str, str]) -> dict[str, str]:

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from ray.tune.search import UNDEFINED_METRIC_MODE
 from ray.tune.search import UNDEFINED_SEARCH_SPACE
 from ray.tune.search import Searcher
@@ -36,23 +35,12 @@ from ciq_tune.errors import ConstraintError
 from ciq_tune.errors import StateError
 from ciq_tune.report.table import find_table
 from ciq_tune.report.table import read_results
-from ciq_tune.results import OK
+from ciq_tune.results import result_outcome
 
 logger = logging.getLogger(__name__)
 
 SEARCHER_STATE_SCHEMA = 1
 # Keys Tune adds to every result, left out when saying what a trial reported.
-_TUNE_KEY_PREFIXES = (
-    "time",
-    "date",
-    "node",
-    "pid",
-    "hostname",
-    "done",
-    "trial_",
-    "experiment",
-    "config/",
-)
 # Values a log-integer domain is discretised into at most when converted from Ray Tune.
 LOG_INTEGER_VALUES = 32
 # With no budget and no positive `num_samples` from Tune, the search stops after this many
@@ -295,7 +283,9 @@ class CompileIQSearcher(Searcher):
         # A trial stopped early by a scheduler (ASHA) completes with its last reported result,
         # the value the scheduler compared; that value is what the engine learns from.
         result = result if result is not None else last
-        values, status, message = self._outcome(result)
+        values, status, message = result_outcome(result, self._metrics())
+        if status in ("missing_metric", "invalid_result") and message:
+            logger.warning("%s; counted as a failed evaluation", message)
         info: dict[str, Any] = {"trial_id": trial_id}
         if message:
             info["error"] = message
@@ -539,37 +529,6 @@ class CompileIQSearcher(Searcher):
                 cpus,
             )
 
-    def _outcome(self, result: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str, str]:
-        """(values, status, error) of a trial's final result; anything but finite numbers for
-        every metric is a failed evaluation, never an exception."""
-        if result is None:
-            return None, "no_result", "the trial ended without a result"
-        if not isinstance(result, Mapping):
-            return None, "invalid_result", f"the result is a {type(result).__name__}, not a dict"
-        reported = result.get("status", OK)
-        if not isinstance(reported, str) or not reported:
-            return None, "invalid_result", f"`status` must be a non-empty string, got {reported!r}"
-        error = result.get("error")
-        error_text = error if isinstance(error, str) else ""
-        if reported != OK:
-            return None, reported, error_text
-        missing = [m for m in self._metrics() if m not in result]
-        if missing:
-            reported_keys = sorted(
-                str(k) for k in result if not str(k).startswith(_TUNE_KEY_PREFIXES)
-            )
-            message = f"the result has no {missing} (it reported {reported_keys})"
-            logger.warning("%s; counted as a failed evaluation", message)
-            return None, "missing_metric", message
-        values = {m: result[m] for m in self._metrics()}
-        for name, value in values.items():
-            problem = _metric_problem(value)
-            if problem is not None:
-                message = f"metric `{name}` is {value!r}: {problem}"
-                logger.warning("%s; counted as a failed evaluation", message)
-                return None, "invalid_result", message
-        return {m: float(v) for m, v in values.items()}, OK, ""
-
 
 def _normalise_metric_mode(
     metric: str | Sequence[str] | None, mode: str | Sequence[str] | None
@@ -674,16 +633,6 @@ def _convert(value: Any, key: str) -> Any:
         f"`{key}`: {type(value).__name__} with a {type(base).__name__} sampler has no bounded "
         "equivalent in ciq-tune; use tune.uniform/loguniform/randint/choice or ciq_tune.space"
     )
-
-
-def _metric_problem(value: Any) -> str | None:
-    """Why `value` is not a metric value (a finite real number), or None when it is one."""
-    # bool is an int to Python, and float() accepts "0.5": neither is a measured value.
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        return f"a {type(value).__name__}, not a number"
-    if not math.isfinite(float(value)):
-        return "not finite"
-    return None
 
 
 def _metrics_only(result: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, Any]:

@@ -12,10 +12,8 @@ from dataclasses import dataclass
 from dataclasses import field
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
-
-import ray
-from ray import tune
 
 from ciq_tune.controls import controls_file as cf
 from ciq_tune.controls.matrix import Matrix
@@ -25,6 +23,7 @@ from ciq_tune.errors import CiqTuneError
 from ciq_tune.errors import MeasurementError
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
+from ciq_tune.space import SearchSpace
 from ciq_tune.validation import SearchValidation
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import validate_search
@@ -46,12 +45,23 @@ from objectives.matrix import matrix_metric
 from objectives.matrix import relative
 from objectives.matrix import selection_rule
 from objectives.matrix import shape_values
-from objectives.protocol import BACK_TO_BACK_PROTOCOL
 from objectives.protocol import DEFAULT_PROTOCOL
-from objectives.protocol import MeasurementProtocol
 from objectives.remeasure import ConfigRounds
-from searchers.kernel_search import kernel_tuner
-from searchers.placement import Placement
+from objectives.served_rounds import served_measure
+
+if TYPE_CHECKING:
+    from ray import tune
+
+    from searchers.placement import Placement
+
+Trainable = Callable[[dict[str, Any]], dict[str, Any]]
+MatrixSearcher = Callable[
+    [Trainable, SearchSpace, list[Any]], tuple[SearchResults, dict[str, dict[str, Any]]]
+]
+"""Runs a matrix's search: ``search(trainable, space, starting points) -> (results, rows)``,
+`rows` each evaluation's result dict by `_config_key` of its configuration (`on_ray`, or
+`searchers.local_search` on this machine)."""
+Timer = Callable[[], float]
 
 BUCKET_SCORE = "bucket_score"
 """The objective of a bucket's ranking: its weighted geometric mean relative to the baseline."""
@@ -125,35 +135,31 @@ class MatrixSearch:
 def tune_matrix(
     desc: KernelDescription,
     settings: MatrixSettings,
-    placement: Placement,
-    run_config: tune.RunConfig,
+    search: MatrixSearcher,
     *,
     benchmark: Benchmarker | None = None,
     log: Callable[[str], None] = print,
     proceed: Callable[[], bool] | None = None,
-    before_validation: Callable[[], None] | None = None,
 ) -> MatrixSearch:
-    """Tune a description's matrix on the connected Ray cluster: one search whose every
-    evaluation times a configuration at every shape, then per bucket the best configuration over
-    all evaluations, re-measured against the baseline.
+    """Tune a description's matrix: one search whose every evaluation times a configuration
+    at every shape, then per bucket the best configuration over all evaluations, re-measured
+    against the baseline.
 
     Args:
         desc: A description with `shapes`.
         settings: Budget and validation.
-        placement: Trial resources (`searchers.kernel_search.placement_on_cluster`).
-        run_config: The Tuner's run configuration.
-        benchmark: Where candidates are checked and timed (a GPU's benchmark server); None:
-            in each trial's own worker.
+        search: Runs the search (`on_ray`, or this machine's workers).
+        benchmark: Where candidates are checked and timed (a GPU's benchmark worker), and
+            where the buckets' candidates are then re-measured, one round per request with the
+            search's protocol (`objectives.served_rounds`); None: each evaluation in its
+            trial's own worker, re-measured in a Ray task holding a GPU when Ray is up.
         log: Where progress lines go.
         proceed: Asked after the search; False stops there (a Ctrl+C, which also ended the
-            Tune run early).
-        before_validation: Called once the search has ended, before any re-measurement (to
-            stop the benchmark servers, which hold the GPUs that validation needs).
+            search early).
 
     Raises:
         MatrixInterrupted: `proceed` said no; it holds the evaluations so far.
     """
-    gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
     at_first = desc.at_shape(desc.matrix()[0])
     space = make_search_space(at_first)
     points = starting_points(at_first, space)
@@ -163,46 +169,65 @@ def tune_matrix(
         f"{desc.name}: {settings.budget} evaluations, each at {len(desc.matrix())} shapes "
         f"({len(groups)} buckets)"
     )
-    tuner, searcher = kernel_tuner(
-        make_matrix_trainable(
-            desc, make_trainable=functools.partial(make_trainable, benchmark=benchmark)
-        ),
-        placement,
-        space=space,
-        metric=matrix_metric(desc),
-        mode=desc.mode,
-        max_evaluations=settings.budget,
-        seed=settings.seed,
-        points_to_evaluate=points,
-        run_config=run_config,
-        strategy=settings.strategy,
+    trainable = make_matrix_trainable(
+        desc, make_trainable=functools.partial(make_trainable, benchmark=benchmark)
     )
-    try:
-        grid = tuner.fit()
-    finally:
-        if before_validation is not None:
-            before_validation()
-    rows = trial_metrics(grid)
-    results = searcher.results()
+    results, rows = search(trainable, space, points)
     n = len(desc.matrix())
     shapes = per_shape_values(desc, results, rows)
     if proceed is not None and not proceed():
         raise MatrixInterrupted(results, shapes)
     base_values = _values_at(results, shapes, baseline, n)
-    # Re-measured rounds follow the search's protocol, so its values predict theirs.
-    protocol = DEFAULT_PROTOCOL if benchmark is None else BACK_TO_BACK_PROTOCOL
+    rounds = _Rounds(desc, benchmark)
     outcomes = []
     for group in groups:
         # Validation re-measures on the GPU for minutes: a Ctrl+C skips what is left of it.
         if proceed is not None and not proceed():
             raise MatrixInterrupted(results, shapes)
         ranked = _bucket_results(desc, group, results, shapes, base_values)
-        outcome = _outcome(desc, group, ranked, baseline, base_values, settings, gpus, protocol)
+        outcome = _outcome(desc, group, ranked, baseline, base_values, settings, rounds)
         outcome.helion_config = _helion_config(rows.get(_config_key(outcome.winner), {}))
         winner_values = _values_at(results, shapes, outcome.winner, n)
         outcome.winner_values = [winner_values[i] for i in group.indices]
         outcomes.append(outcome)
     return MatrixSearch(results, shapes, outcomes)
+
+
+def on_ray(
+    desc: KernelDescription,
+    settings: MatrixSettings,
+    placement: Placement,
+    run_config: tune.RunConfig,
+    *,
+    after: Callable[[], None] | None = None,
+) -> MatrixSearcher:
+    """A matrix search as Ray Tune trials on the connected cluster (`kernel_tuner`);
+    `after` is called once the Tune run has ended, however it ended."""
+    from searchers.kernel_search import kernel_tuner
+
+    def search(
+        trainable: Trainable, space: SearchSpace, points: list[Any]
+    ) -> tuple[SearchResults, dict[str, dict[str, Any]]]:
+        tuner, searcher = kernel_tuner(
+            trainable,
+            placement,
+            space=space,
+            metric=matrix_metric(desc),
+            mode=desc.mode,
+            max_evaluations=settings.budget,
+            seed=settings.seed,
+            points_to_evaluate=points,
+            run_config=run_config,
+            strategy=settings.strategy,
+        )
+        try:
+            grid = tuner.fit()
+        finally:
+            if after is not None:
+                after()
+        return searcher.results(), trial_metrics(grid)
+
+    return search
 
 
 def trial_metrics(grid: tune.ResultGrid) -> dict[str, dict[str, Any]]:
@@ -275,11 +300,10 @@ def _outcome(
     baseline: dict[str, Any],
     base_values: list[float | None],
     settings: MatrixSettings,
-    gpus: int,
-    protocol: MeasurementProtocol,
+    rounds: _Rounds,
 ) -> BucketOutcome:
     references = [base_values[i] for i in group.indices]
-    validation = _validate(desc, group, results, baseline, references, settings, gpus, protocol)
+    validation = _validate(desc, group, results, baseline, references, settings, rounds)
     return BucketOutcome(
         group=group,
         baseline=baseline,
@@ -291,16 +315,6 @@ def _outcome(
     )
 
 
-def _remote(gpus: int, fn: Callable[..., Any], *args: Any) -> Any:
-    """`fn(*args)` in a Ray task holding a GPU (a timed kind on a GPU cluster)."""
-    return ray.get(ray.remote(num_cpus=1, num_gpus=gpus)(_call).remote(fn, *args))
-
-
-def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    # ray.remote takes functions, not partials: the callable travels as an argument.
-    return fn(*args)
-
-
 def _validate(
     desc: KernelDescription,
     group: ShapeGroup,
@@ -308,8 +322,7 @@ def _validate(
     baseline: dict[str, Any],
     references: list[float | None],
     settings: MatrixSettings,
-    gpus: int,
-    protocol: MeasurementProtocol,
+    rounds: _Rounds,
 ) -> SearchValidation:
     """Re-measure a bucket's top candidates against the baseline (as `tune` does for one
     shape), or say why not."""
@@ -324,62 +337,96 @@ def _validate(
         return SearchValidation(
             outcome="skipped", reason=skip, top_k=settings.validate_top, baseline_config=baseline
         )
-    device = "cuda" if gpus else "cpu"
-    measure = _BucketMeasure(desc, group, references, device=device, protocol=protocol)
+    measure = _BucketMeasure(desc, group, references, rounds.timer)
     validate = functools.partial(
         validate_search, k=settings.validate_top, config=settings.validation
     )
-    validation: SearchValidation = _remote(gpus, validate, results, measure, baseline)
-    return validation
+    return rounds.run(validate, results, measure, baseline)
+
+
+class _Rounds:
+    """Where a matrix's validation rounds run: one round per request on the search's benchmark
+    worker (`objectives.served_rounds`) when it had one; else, on a GPU, rounds in a Ray task
+    that holds it (`objectives.remeasure.ConfigRounds`, the in-trial protocol); else fresh
+    evaluations in the isolated worker (`objectives.make_measure`)."""
+
+    def __init__(self, desc: KernelDescription, benchmark: Benchmarker | None) -> None:
+        self._benchmark = benchmark
+        self._preload = _preload(desc.kind) if benchmark is not None else ()
+        self._gpus = 0
+        if benchmark is None and _ray_is_up() and desc.kind != "ptx":
+            import ray
+
+            self._gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+
+    def timer(self, at: KernelDescription, config: Any) -> Timer:
+        """The rounds of `config` at one shape (built where they run)."""
+        if self._benchmark is not None:
+            return functools.partial(
+                served_measure(at, self._benchmark, preload=self._preload), config
+            )
+        if self._gpus and at.metric == "time_ms":
+            sets = timing_sets(
+                at, device="cuda", protocol=DEFAULT_PROTOCOL, arrays=arrays_for(at.kind)
+            )
+            return ConfigRounds(at, config, sets, device="cuda", protocol=DEFAULT_PROTOCOL)
+        return functools.partial(make_measure(at), config)
+
+    def run(self, fn: Callable[..., SearchValidation], *args: Any) -> SearchValidation:
+        """`fn(*args)`: here, or in a Ray task holding a GPU for rounds in this process."""
+        if not self._gpus:
+            return fn(*args)
+        import ray
+
+        task = ray.remote(num_cpus=1, num_gpus=self._gpus)(_call)
+        validation: SearchValidation = ray.get(task.remote(fn, *args))
+        return validation
+
+
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    # ray.remote takes functions, not partials: the callable travels as an argument.
+    return fn(*args)
+
+
+def _preload(kind: str) -> tuple[str, ...]:
+    from objectives import benchmark_worker_setup
+
+    return benchmark_worker_setup(kind)[0]
+
+
+def _ray_is_up() -> bool:
+    """Whether this process runs Ray (looked up, never imported here)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(ray.is_initialized())
 
 
 class _BucketMeasure:
     """One fresh measurement of a configuration on a bucket (`validate_search`'s measure): the
     shape's metric, or the weighted geometric mean of the shapes' metrics relative to the
     baseline's search values (a fixed scale, so ratios between configurations are those of
-    `bucket_score`).
-
-    A time on a GPU is one round of the search's protocol in this process
-    (`objectives.remeasure.ConfigRounds`: each configuration built and checked once, inputs
-    shared); another metric, or any metric off a GPU, is a fresh evaluation in the isolated
-    worker (`objectives.make_measure`). Built where it runs (a Ray task holding the GPU):
-    nothing is prepared before the first call.
-    """
+    `bucket_score`). Each shape's rounds come from `timer_for(shape description, config)`
+    (`_Rounds.timer`), built on first use where the measure runs."""
 
     def __init__(
         self,
         desc: KernelDescription,
         group: ShapeGroup,
         references: list[float | None],
-        *,
-        device: str,
-        protocol: MeasurementProtocol,
+        timer_for: Callable[[KernelDescription, Any], Timer],
     ) -> None:
         self._shapes = [desc.at_shape(shape) for shape in group.shapes]
         self._weights = [shape.weight for shape in group.shapes]
         self._references = references
-        self._device = device
-        self._protocol = protocol
-        # Off a GPU the kernel runs under its interpreter, which the isolated worker sets up.
-        self._in_process = device == "cuda" and desc.metric == "time_ms" and desc.kind != "ptx"
-        self._timers: dict[tuple[str, int], Callable[[], float]] = {}
-        self._sets: dict[int, list[Any]] = {}
+        self._timer_for = timer_for
+        self._timers: dict[tuple[str, int], Timer] = {}
         self._mode = desc.mode
 
-    def _timer(self, config: Any, i: int) -> Callable[[], float]:
+    def _timer(self, config: Any, i: int) -> Timer:
         key = (_config_key(config), i)
         if key not in self._timers:
-            at = self._shapes[i]
-            if not self._in_process:
-                self._timers[key] = functools.partial(make_measure(at), config)
-            else:
-                if i not in self._sets:
-                    self._sets[i] = timing_sets(
-                        at, device=self._device, protocol=self._protocol, arrays=arrays_for(at.kind)
-                    )
-                self._timers[key] = ConfigRounds(
-                    at, config, self._sets[i], device=self._device, protocol=self._protocol
-                )
+            self._timers[key] = self._timer_for(self._shapes[i], config)
         return self._timers[key]
 
     def __call__(self, config: Any) -> float:

@@ -12,8 +12,6 @@ trials and the stopper share.
 from __future__ import annotations
 
 import functools
-import math
-import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +22,7 @@ from ciq_tune.validation.noise_aware import CONFIRM_ROUNDS
 from ciq_tune.validation.noise_aware import NOISE
 from ciq_tune.validation.noise_aware import PATIENCE
 from ciq_tune.validation.noise_aware import NoiseAwareBest
+from ciq_tune.validation.noise_aware import confirmed
 
 Trainable = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -45,31 +44,17 @@ class _Incumbent:
         return self.best.converged
 
 
-def _confirmed_trial(
-    trainable: Trainable,
-    metric: str,
-    incumbent: Any,
-    confirm_rounds: int,
-    config: dict[str, Any],
-) -> dict[str, Any]:
-    result = trainable(config)
-    value = result.get(metric)
-    if not (
-        result.get("status") == "ok" and isinstance(value, int | float) and math.isfinite(value)
-    ):
-        incumbent.record.remote(math.nan)
-        return result
-    rounds = [float(value)]
-    if confirm_rounds and ray.get(incumbent.near_best.remote(value)):
-        for _ in range(confirm_rounds):
-            again = trainable(config)
-            more = again.get(metric)
-            if again.get("status") == "ok" and isinstance(more, int | float):
-                rounds.append(float(more))
-        result = {**result, metric: statistics.median(rounds), "first_round": float(value)}
-    result["search_rounds"] = len(rounds)
-    ray.get(incumbent.record.remote(result[metric]))
-    return result
+class _ActorIncumbent:
+    """The `Incumbent` of trials on a Ray cluster: the `_Incumbent` actor's answers."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    def near_best(self, value: float) -> bool:
+        return bool(ray.get(self.actor.near_best.remote(value)))
+
+    def record(self, value: float) -> bool:
+        return bool(ray.get(self.actor.record.remote(value)))
 
 
 class ConvergenceStopper(tune.Stopper):
@@ -111,7 +96,9 @@ def noise_aware(
     if confirm_rounds < 0:
         raise ValueError(f"`confirm_rounds` must be >= 0, got confirm_rounds={confirm_rounds}")
     incumbent = _Incumbent.remote(mode, noise, patience)  # type: ignore[attr-defined]
-    wrapped = functools.partial(_confirmed_trial, trainable, metric, incumbent, confirm_rounds)
+    wrapped = functools.partial(
+        confirmed, trainable, metric, _ActorIncumbent(incumbent), confirm_rounds
+    )
     name = getattr(trainable, "__name__", None)
     if name:
         wrapped.__name__ = name  # type: ignore[attr-defined]

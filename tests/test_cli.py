@@ -124,6 +124,7 @@ def test_tune_keeps_trial_output_off_the_console_unless_verbose(
 
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", fake_init)
+    argv = [*argv, "--runtime", "ray"]
     assert main(["tune", str(EXAMPLE), "--out", str(tmp_path), *argv]) == 2
     assert seen["log_to_driver"] is forwarded
 
@@ -195,7 +196,8 @@ def test_tune_writes_a_controls_file_that_apply_and_check_accept(
     ray_cluster: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    args = ["tune", str(EXAMPLE), "--budget", "8", "--num-cpus", "2", "--out", str(out)]
+    args = ["tune", str(EXAMPLE), "--budget", "8", "--num-cpus", "2", "--runtime", "ray"]
+    args += ["--out", str(out)]
     assert main([*args, "--tracking", "none"]) == 0
     # Tune's banner gives the budget as its number of trials (not sys.maxsize).
     banner = re.search(r"Number of trials\s+(\d+)", capfd.readouterr().out)
@@ -256,6 +258,7 @@ def test_tune_validates_a_timed_ptx_metric_through_ray(ray_cluster: None, tmp_pa
     description.write_text(text.replace("source: spill.ptx", f"source: {TINY_PTX}"))
     out = tmp_path / "out"
     args = ["--budget", "6", "--num-cpus", "2", "--tracking", "none", "--out", str(out)]
+    args += ["--runtime", "ray"]
     assert (
         main(
             ["tune", str(description), *args, "--validate-top", "2", "--validate-repetitions", "5"]

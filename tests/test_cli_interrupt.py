@@ -85,7 +85,7 @@ def test_sigint_exits_130_with_the_tables_count_and_resume_finishes(
     # 20 leaves the resume work to do.
     budget = 20
     command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(EXAMPLE), "--budget", str(budget)]
-    command += ["--num-cpus", "2", "--tracking", "none", "--out", str(out)]
+    command += ["--num-cpus", "2", "--tracking", "none", "--out", str(out), "--runtime", "ray"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # stdout to a file: a pipe nobody reads until the end could fill and block the command.
     with open(tmp_path / "stdout.txt", "w") as stdout_file:

@@ -10,8 +10,11 @@ from typing import Any
 from ciq_tune.cli._interrupt import graceful_interrupt
 from ciq_tune.cli._interrupt import report_kept
 from ciq_tune.cli.tune import VALIDATE_TOP
+from ciq_tune.cli.tune import LocalWorkers
 from ciq_tune.cli.tune import benchmark_pool
+from ciq_tune.cli.tune import local_callbacks
 from ciq_tune.cli.tune import place_trials
+from ciq_tune.cli.tune import print_local_throughput
 from ciq_tune.cli.tune import ray_init
 from ciq_tune.cli.tune import relative_path
 from ciq_tune.cli.tune import search_budget
@@ -20,8 +23,11 @@ from ciq_tune.cli.tune import write_run_settings
 if TYPE_CHECKING:
     from ray import tune
 
+    from ciq_tune.tracking import MlflowWriter
     from ciq_tune.validation import ValidationConfig
     from objectives.description import KernelDescription
+    from searchers.matrix_search import MatrixSearch
+    from searchers.matrix_search import MatrixSettings
 
 EVALUATIONS = "evaluations.csv"
 """The matrix search's evaluations table: one row per configuration, its metric at each shape
@@ -29,20 +35,20 @@ in columns ``<metric>@<i>`` (shapes in description order)."""
 
 
 def tune_matrix_command(
-    args: argparse.Namespace, desc: KernelDescription, settings: ValidationConfig
+    args: argparse.Namespace,
+    desc: KernelDescription,
+    settings: ValidationConfig,
+    writer: MlflowWriter | None = None,
+    local: LocalWorkers | None = None,
 ) -> int:
     """Tune the matrix and write OUT/<name>.controls.yaml (schema 2, with the matrix) and
     OUT/evaluations.csv."""
-    import ray
-
     from ciq_tune.controls import controls_file as cf
     from objectives import make_search_space
-    from searchers.interrupt import StopRequested
-    from searchers.interrupt import interrupt_tune_run
     from searchers.matrix_search import MatrixInterrupted
     from searchers.matrix_search import MatrixSettings
     from searchers.matrix_search import controls_record
-    from searchers.matrix_search import tune_matrix
+    from searchers.matrix_search import matrix_metric
     from searchers.matrix_search import write_matrix_table
 
     strategy, budget = search_budget(args, make_search_space(desc.at_shape(desc.matrix()[0])))
@@ -55,34 +61,20 @@ def tune_matrix_command(
     )
     args.out.mkdir(parents=True, exist_ok=True)
     write_run_settings(args)
-    started_ray = ray_init(args.address, args.num_cpus, args.verbose)
     try:
-        pool = benchmark_pool(desc.kind, args.benchmark)
-        placement = place_trials(desc.kind, args.trials_per_gpu, staged=pool is not None)
-        with graceful_interrupt(interrupt_tune_run) as interrupt:
-            run_config = _run_config(args, desc.name, StopRequested(lambda: interrupt.received))
-            try:
-                search = tune_matrix(
-                    desc,
-                    matrix_settings,
-                    placement,
-                    run_config,
-                    benchmark=pool,
-                    proceed=lambda: not interrupt.received,
-                    before_validation=pool.shutdown if pool is not None else None,
-                )
-            except MatrixInterrupted as stopped:
-                write_matrix_table(args.out / EVALUATIONS, desc, stopped.results, stopped.shapes)
-                records = stopped.results.records
-                return report_kept(
-                    len(records),
-                    sum(1 for r in records if r.ok),
-                    f"{args.out / EVALUATIONS} (no controls file)",
-                    "a multi-shape search does not resume: run `ciq-tune tune` again",
-                )
-    finally:
-        if started_ray:
-            ray.shutdown()
+        if local is not None:
+            search = _tune_locally(args, desc, matrix_settings, writer, local)
+        else:
+            search = _tune_on_ray(args, desc, matrix_settings, writer)
+    except MatrixInterrupted as stopped:
+        write_matrix_table(args.out / EVALUATIONS, desc, stopped.results, stopped.shapes)
+        records = stopped.results.records
+        return report_kept(
+            len(records),
+            sum(1 for r in records if r.ok),
+            f"{args.out / EVALUATIONS} (no controls file)",
+            "a multi-shape search does not resume: run `ciq-tune tune` again",
+        )
     write_matrix_table(args.out / EVALUATIONS, desc, search.results, search.shapes)
     for outcome in search.outcomes:
         print(
@@ -93,21 +85,107 @@ def tune_matrix_command(
     record = controls_record(desc, search.outcomes, source=relative_path(desc.source, args.out))
     path = cf.write(args.out / f"{desc.name}.controls.yaml", record)
     print(
-        f"{len(search.results.records)} evaluations, each at {len(desc.matrix())} shapes, "
-        f"{len(search.outcomes)} buckets; wrote {path}"
+        f"{len(search.results.records)} evaluations of {matrix_metric(desc)}, each at "
+        f"{len(desc.matrix())} shapes, {len(search.outcomes)} buckets; wrote {path}"
     )
     return 0
 
 
-def _run_config(args: argparse.Namespace, name: str, stop: tune.Callback) -> tune.RunConfig:
-    """The search's RunConfig: `tune`'s tracking and the Ctrl+C hand-over (`stop`)."""
+def _tune_on_ray(
+    args: argparse.Namespace,
+    desc: KernelDescription,
+    settings: MatrixSettings,
+    writer: MlflowWriter | None,
+) -> MatrixSearch:
+    """The matrix search as Ray Tune trials, each bucket then re-measured on the benchmark
+    servers (or in a Ray task holding a GPU without them)."""
+    import ray
+
+    from searchers.interrupt import StopRequested
+    from searchers.interrupt import interrupt_tune_run
+    from searchers.matrix_search import on_ray
+    from searchers.matrix_search import tune_matrix
+
+    started_ray = ray_init(args.address, args.num_cpus, args.verbose)
+    pool = None
+    try:
+        pool = benchmark_pool(desc.kind, args.benchmark)
+        placement = place_trials(desc.kind, args.trials_per_gpu, staged=pool is not None)
+        with graceful_interrupt(interrupt_tune_run) as interrupt:
+            stop = StopRequested(lambda: interrupt.received)
+            run_config = _run_config(args, desc.name, stop, writer)
+            search = on_ray(desc, settings, placement, run_config)
+            return tune_matrix(
+                desc, settings, search, benchmark=pool, proceed=lambda: not interrupt.received
+            )
+    finally:
+        if pool is not None:
+            pool.shutdown()
+        if started_ray:
+            ray.shutdown()
+
+
+def _tune_locally(
+    args: argparse.Namespace,
+    desc: KernelDescription,
+    settings: MatrixSettings,
+    writer: MlflowWriter | None,
+    local: LocalWorkers,
+) -> MatrixSearch:
+    """The matrix search on this machine's worker processes, each bucket then re-measured on
+    its benchmark workers."""
+    from searchers.local_search import search_locally
+    from searchers.matrix_search import matrix_metric
+    from searchers.matrix_search import tune_matrix
+
+    print(f"placement: {desc.kind}: {local.slots} evaluation(s) at a time on this machine")
+    metric = matrix_metric(desc)
+    on_result = local_callbacks(desc, metric, settings.budget, args.quiet, args.tracking, writer)
+    with graceful_interrupt() as interrupt:
+
+        def search(
+            trainable: Any, space: Any, points: list[Any]
+        ) -> tuple[Any, dict[str, dict[str, Any]]]:
+            done = search_locally(
+                trainable,
+                space=space,
+                metric=metric,
+                mode=desc.mode,
+                budget=settings.budget,
+                seed=settings.seed,
+                points_to_evaluate=points,
+                workers=local.slots,
+                strategy=settings.strategy,
+                on_result=on_result,
+                stop=lambda: interrupt.received,
+            )
+            print_local_throughput(done, local.benchmark)
+            return done.results, done.rows
+
+        return tune_matrix(
+            desc,
+            settings,
+            search,
+            benchmark=local.benchmark,
+            proceed=lambda: not interrupt.received,
+        )
+
+
+def _run_config(
+    args: argparse.Namespace, name: str, stop: tune.Callback, writer: MlflowWriter | None
+) -> tune.RunConfig:
+    """The search's RunConfig: `tune`'s tracking (through the command's started `writer`) and
+    the Ctrl+C hand-over (`stop`)."""
     from ray import tune
 
     from ciq_tune.tracking import TrackingConfig
     from searchers.tracking import tracking_callbacks
 
     callbacks = tracking_callbacks(
-        TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=name
+        TrackingConfig(backend=args.tracking),
+        run_dir=args.out,
+        search_name=name,
+        started_writer=writer,
     )
     storage = str(args.out.resolve() / "ray")
     return tune.RunConfig(name=name, storage_path=storage, verbose=0, callbacks=[*callbacks, stop])

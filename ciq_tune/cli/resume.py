@@ -17,6 +17,7 @@ from ciq_tune.cli.tune import benchmark_pool
 from ciq_tune.cli.tune import check_num_cpus
 from ciq_tune.cli.tune import place_trials
 from ciq_tune.cli.tune import ray_init
+from ciq_tune.cli.tune import served_measure_of
 from ciq_tune.cli.tune import validate_best
 from ciq_tune.cli.tune import validation_config
 from ciq_tune.cli.tune import with_vendor_files
@@ -81,6 +82,12 @@ def _resume(args: argparse.Namespace) -> int:
 
     experiment = args.run_dir.resolve() / "ray" / desc.name
     if not tune.Tuner.can_restore(str(experiment)):
+        if not (args.run_dir / "ray").exists():
+            raise CiqTuneError(
+                f"{args.run_dir} ran on this machine's workers (`--runtime local`), which keep "
+                "no experiment to restore; start again from its evaluations with `ciq-tune tune "
+                f"DESCRIPTION --transfer-from {args.run_dir}`"
+            )
         raise CiqTuneError(f"no Ray Tune experiment to restore in {str(experiment)!r}")
     points = starting_points(desc, make_search_space(desc))
     address = args.address or settings["address"]
@@ -91,6 +98,7 @@ def _resume(args: argparse.Namespace) -> int:
         settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"])
     )
     started_ray = ray_init(address, num_cpus, args.verbose)
+    pool = None
     try:
         # A run.json from before trials could share a GPU has no trials_per_gpu: one per GPU.
         # A run.json from before benchmark servers timed in-trial.
@@ -106,8 +114,13 @@ def _resume(args: argparse.Namespace) -> int:
         write_evaluations(args.run_dir, searcher.results())
         if interrupt.received:
             return report_interrupted(args.run_dir, searcher.results())
-        validation = validate_best(desc, searcher.results(), points[0], validate_top, config)
+        measure = None if pool is None else served_measure_of(desc, pool)
+        validation = validate_best(
+            desc, searcher.results(), points[0], validate_top, config, measure=measure
+        )
     finally:
+        if pool is not None:
+            pool.shutdown()
         if started_ray:
             ray.shutdown()
     return write_outputs(args.run_dir, desc, searcher.results(), grid, points, validation)

@@ -8,7 +8,9 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -59,6 +61,15 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         help="where candidates are timed: per-gpu, one persistent benchmark server per GPU while "
         "trials only compile (Triton); in-trial, each trial's own worker; auto (default): "
         "per-gpu for Triton on a cluster with GPUs",
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=["auto", "local", "ray"],
+        default="auto",
+        help="where the search runs: local, worker processes on this machine (every CPU but "
+        "one compiles, one benchmark worker per GPU times; no Ray to start); ray, Ray Tune "
+        "trials on a Ray cluster (a local one without --address); auto (default): ray with "
+        "--address, RAY_ADDRESS, --stages or several descriptions, else local",
     )
     parser.add_argument(
         "--shapes",
@@ -187,6 +198,13 @@ def _tune(args: argparse.Namespace) -> int:
             "`--exhaustive` lists one description's space: not with --stages, several "
             "descriptions or --shapes"
         )
+    if args.runtime == "local" and (args.stages or len(args.description) > 1 or args.shapes):
+        raise CiqTuneError(
+            "`--runtime local` runs one description's search (with or without `shapes`): "
+            "--stages, several descriptions and --shapes run on Ray (--runtime ray)"
+        )
+    if args.runtime == "local" and args.address:
+        raise CiqTuneError("`--runtime local` runs on this machine: not with --address")
     if args.stages:
         from ciq_tune.cli._staged import tune_staged_command
 
@@ -203,21 +221,35 @@ def _tune(args: argparse.Namespace) -> int:
     args.description = args.description[0]
     settings = validation_config(args.validate_repetitions)
     desc = with_vendor_files(load_description(args.description), args.vendor_controls)
-    if desc.shapes:
-        from ciq_tune.cli._matrix import tune_matrix_command
+    local = None
+    if runtime_of(args) == "local":
+        # The workers start first: their imports overlap everything until the first compile.
+        require_gpu_for_cuda(desc.kind, _local_gpus())
+        local = start_local_workers(desc.kind, args.benchmark, args.num_cpus)
+    try:
+        space = None if desc.shapes else make_search_space(desc)
+        points = [] if space is None else starting_points(desc, space)
+        args.earlier = (
+            None if space is None else earlier_search(args.transfer_from, desc, space, points)
+        )
+        args.out.mkdir(parents=True, exist_ok=True)
+        # The MLflow writer starts before Ray (or the engine) is imported and started
+        # (seconds), which its own start (importing MLflow, opening the store) overlaps, and
+        # finishes its backlog while the command validates and writes the results; it returns
+        # once every record is written.
+        with background_writer(
+            TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=desc.name
+        ) as writer:
+            if desc.shapes:
+                from ciq_tune.cli._matrix import tune_matrix_command
 
-        return tune_matrix_command(args, desc, settings)
-    space = make_search_space(desc)
-    points = starting_points(desc, space)
-    args.earlier = earlier_search(args.transfer_from, desc, space, points)
-    args.out.mkdir(parents=True, exist_ok=True)
-    # The MLflow writer starts before Ray is imported and started (seconds), which its own
-    # start (importing MLflow, opening the store) overlaps, and finishes its backlog while the
-    # command validates and writes the results; it returns once every record is written.
-    with background_writer(
-        TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=desc.name
-    ) as writer:
-        return _search(args, desc, space, points, settings, writer)
+                return tune_matrix_command(args, desc, settings, writer, local)
+            if local is not None:
+                return _search_locally(args, desc, space, points, settings, writer, local)
+            return _search(args, desc, space, points, settings, writer)
+    finally:
+        if local is not None:
+            local.close()
 
 
 def with_vendor_files(desc: Any, files: list[Path]) -> Any:
@@ -251,7 +283,7 @@ def _search(
     settings: ValidationConfig,
     writer: MlflowWriter | None,
 ) -> int:
-    """`tune` of one description once its arguments and files are known to be good."""
+    """`tune` of one description on Ray once its arguments and files are known to be good."""
     # Ray is imported once the arguments and files are known to be good (it takes seconds).
     import ray
     from ray import tune
@@ -266,6 +298,7 @@ def _search(
     strategy, budget = search_budget(args, space)
     write_run_settings(args)
     started_ray = ray_init(args.address, args.num_cpus, args.verbose)
+    pool = None
     try:
         pool = benchmark_pool(desc.kind, args.benchmark)
         placement = place_trials(desc.kind, args.trials_per_gpu, staged=pool is not None)
@@ -300,22 +333,204 @@ def _search(
                 ),
             )
             started = time.perf_counter()
-            try:
-                grid = tuner.fit()
-            finally:
-                # Each server holds its GPU: the validation below asks for one (on a one-GPU
-                # machine it would wait for it for ever).
-                if pool is not None:
-                    pool.shutdown()
+            grid = tuner.fit()
         write_evaluations(args.out, searcher.results())
         if interrupt.received:
             return report_interrupted(args.out, searcher.results())
         _print_throughput(grid, time.perf_counter() - started, placement)
-        validation = validate_best(desc, searcher.results(), points[0], args.validate_top, settings)
+        # Re-measured on the servers that timed the search, with its protocol.
+        measure = None if pool is None else served_measure_of(desc, pool)
+        validation = validate_best(
+            desc, searcher.results(), points[0], args.validate_top, settings, measure=measure
+        )
     finally:
+        if pool is not None:
+            pool.shutdown()
         if started_ray:
             ray.shutdown()
     return write_outputs(args.out, desc, searcher.results(), grid, points, validation)
+
+
+def runtime_of(args: argparse.Namespace) -> str:
+    """``local`` or ``ray``: `--runtime`, or for ``auto`` Ray when a cluster is named
+    (`--address`, ``RAY_ADDRESS``), else this machine's worker processes."""
+    if args.runtime != "auto":
+        return str(args.runtime)
+    return "ray" if args.address or os.environ.get("RAY_ADDRESS") else "local"
+
+
+def local_benchmark(kind: str, mode: str) -> Any:
+    """The benchmark workers of a local search of `kind` in benchmark `mode`, started (their
+    start overlaps the first compiles), or None where each evaluation times in its own worker.
+
+    Raises:
+        CiqTuneError: ``per-gpu`` for a kind that compiles and times in one step.
+    """
+    from objectives import STAGED_KINDS
+    from objectives import benchmark_worker_setup
+    from objectives.gpu_workers import GpuWorkers
+
+    if mode == "per-gpu" and kind not in STAGED_KINDS:
+        raise CiqTuneError(
+            f"`--benchmark per-gpu` needs a kind of {STAGED_KINDS} (the others compile and "
+            f"time in one step), got kind {kind!r}"
+        )
+    if kind not in STAGED_KINDS or mode == "in-trial":
+        return None
+    preload, cpu_env = benchmark_worker_setup(kind)
+    workers = GpuWorkers(preload=preload, cpu_env=cpu_env)
+    where = f"one per GPU ({len(workers.gpus)})" if workers.gpus else "one on the CPU (interpreted)"
+    print(f"benchmark workers: {where}, starting beside the first compiles", flush=True)
+    return workers
+
+
+@dataclass(frozen=True)
+class LocalWorkers:
+    """The started workers of a local search: its benchmark workers (None where each
+    evaluation times in its own worker) and how many candidates it evaluates at a time."""
+
+    benchmark: Any
+    slots: int
+
+    def close(self) -> None:
+        """Stop the benchmark workers and the idle compile workers."""
+        from objectives._isolate import close_idle
+
+        if self.benchmark is not None:
+            self.benchmark.close()
+        close_idle()
+
+
+def start_local_workers(kind: str, mode: str, num_cpus: int | None) -> LocalWorkers:
+    """Start a local search's workers before anything else (imports take seconds, and overlap
+    the engine's start): its benchmark workers (`local_benchmark`) and one compile worker per
+    evaluation at a time."""
+    from objectives import compile_slots
+    from objectives import prestart_workers
+
+    benchmark = local_benchmark(kind, mode)
+    slots = compile_slots(num_cpus)
+    prestart_workers(kind, slots)
+    return LocalWorkers(benchmark, slots)
+
+
+def local_trainable(desc: Any, benchmark: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The trainable of a local search: the kind's, timed on `benchmark` when given, with a
+    near-best value confirmed before it counts (unless a fresh run reproduces it exactly)."""
+    from objectives import make_trainable
+    from objectives import measurement_is_exact
+    from objectives.matrix import make_matrix_trainable
+    from searchers.local_search import confirm_near_best
+
+    def trainable_of(at: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        return make_trainable(at, benchmark=benchmark)
+
+    trainable = make_matrix_trainable(desc, make_trainable=trainable_of)
+    if measurement_is_exact(desc) or desc.shapes:
+        return trainable
+    return confirm_near_best(trainable, desc.metric, desc.mode)
+
+
+def local_callbacks(
+    desc: Any, metric: str, budget: int, quiet: bool, tracking: str, writer: MlflowWriter | None
+) -> Callable[[Any, dict[str, Any]], None]:
+    """What a local search does with each result: the progress line (unless `quiet`) and the
+    tracking record."""
+    from ciq_tune.progress import Progress
+    from ciq_tune.results import result_outcome
+    from ciq_tune.tracking import EvaluationTracker
+    from ciq_tune.tracking import TrackingConfig
+
+    progress = Progress(metric, desc.mode, budget=budget, quiet=quiet)
+    config = TrackingConfig(backend=tracking)  # type: ignore[arg-type]
+    tracker = EvaluationTracker(config, writer, desc.name)
+
+    def on_result(candidate: Any, result: dict[str, Any]) -> None:
+        values, status, error = result_outcome(result, [metric])
+        progress.update(status, None if values is None else values[metric], error or None)
+        tracker.record(candidate.id, candidate.config, result, ok=values is not None)
+
+    return on_result
+
+
+def _search_locally(
+    args: argparse.Namespace,
+    desc: Any,
+    space: Any,
+    points: list[Any],
+    settings: ValidationConfig,
+    writer: MlflowWriter | None,
+    local: LocalWorkers,
+) -> int:
+    """`tune` of one description on this machine's worker processes (`--runtime local`)."""
+    from searchers.local_search import search_locally
+
+    strategy, budget = search_budget(args, space)
+    write_run_settings(args)
+    print(f"placement: {desc.kind}: {local.slots} evaluation(s) at a time on this machine")
+    on_result = local_callbacks(desc, desc.metric, budget, args.quiet, args.tracking, writer)
+    with graceful_interrupt() as interrupt:
+        search = search_locally(
+            local_trainable(desc, local.benchmark),
+            space=space,
+            metric=desc.metric,
+            mode=desc.mode,
+            budget=budget,
+            seed=args.seed,
+            points_to_evaluate=points,
+            workers=local.slots,
+            strategy=strategy,
+            transfer_from=args.earlier,
+            on_result=on_result,
+            stop=lambda: interrupt.received,
+        )
+    write_evaluations(args.out, search.results)
+    if interrupt.received:
+        return report_interrupted(
+            args.out,
+            search.results,
+            f"start again from them with `ciq-tune tune … --transfer-from {args.out}`",
+        )
+    print_local_throughput(search, local.benchmark)
+    measure = None if local.benchmark is None else served_measure_of(desc, local.benchmark)
+    validation = validate_best(
+        desc, search.results, points[0], args.validate_top, settings, measure=measure
+    )
+    return write_outputs(args.out, desc, search.results, None, points, validation)
+
+
+def served_measure_of(desc: Any, benchmark: Any) -> Callable[[Any], float]:
+    """One round of a configuration on `benchmark`'s worker, with the search's protocol."""
+    from objectives import benchmark_worker_setup
+    from objectives.served_rounds import served_measure
+
+    preload, _ = benchmark_worker_setup(desc.kind)
+    return served_measure(desc, benchmark, preload=preload)
+
+
+def _local_gpus() -> int:
+    from objectives._gpu import visible_gpus
+
+    return len(visible_gpus())
+
+
+def print_local_throughput(search: Any, benchmark: Any) -> None:
+    """`search_throughput`'s line for a local search, the GPU busy share from its benchmark
+    workers' own time when it has them."""
+    from searchers.placement import format_throughput
+    from searchers.placement import search_throughput
+
+    gpus = len(benchmark.gpus) if benchmark is not None else 0
+    summary = search_throughput(
+        list(search.rows.values()),
+        wall_s=max(search.wall_s, 1e-9),
+        gpus=gpus,
+        concurrency=search.workers,
+    )
+    if benchmark is not None and gpus:
+        busy = sum(s["busy_s"] for s in benchmark.stats())
+        summary["gpu_busy_fraction"] = busy / (search.wall_s * gpus)
+    print(format_throughput(summary), flush=True)
 
 
 def earlier_search(
@@ -392,12 +607,17 @@ def validation_config(repetitions: int) -> ValidationConfig:
 
 
 def validate_best(
-    desc: Any, results: Any, baseline: Any, top_k: int | None, settings: ValidationConfig
+    desc: Any,
+    results: Any,
+    baseline: Any,
+    top_k: int | None,
+    settings: ValidationConfig,
+    *,
+    measure: Callable[[Any], float] | None = None,
 ) -> SearchValidation:
-    """Re-measure the search's top-k against the baseline in a Ray task (while Ray is up), or
-    say why not."""
-    import ray
-
+    """Re-measure the search's top-k against the baseline, or say why not: with `measure`
+    (one round on the search's benchmark worker) in this process, else with fresh evaluations
+    in a Ray task holding a GPU (while Ray is up) or, without Ray, in this process."""
     from ciq_tune.controls.simplify import simplify_timed
     from ciq_tune.validation import SearchValidation
     from ciq_tune.validation import validate_search
@@ -405,8 +625,9 @@ def validate_best(
     from objectives import measurement_is_exact
 
     k = VALIDATE_TOP if top_k is None else top_k
+    on_ray = _ray_is_up()
     skip = None
-    if desc.kind in ("triton", "helion") and not ray.cluster_resources().get("GPU", 0):
+    if desc.kind in ("triton", "helion") and not _gpus_here(on_ray):
         skip = NO_GPU_REASON
     elif measurement_is_exact(desc):
         skip = (
@@ -419,30 +640,51 @@ def validate_best(
         skip = "the baseline did not run successfully, so there is nothing to compare with"
     if skip is not None:
         return SearchValidation(outcome="skipped", reason=skip, top_k=k, baseline_config=baseline)
-    # A timed kind needs a GPU: on a cluster with GPUs the task asks for one, so it lands on a
-    # GPU node and (the search being over) has that GPU to itself.
-    gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
     print(
         f"validating the top {k} against the baseline: {settings.warmup} warm-up and up to "
         f"{settings.repetitions} timed interleaved repetitions each, stopping at the first of "
         f"{len(settings.look_rounds())} looks that decides …",
         flush=True,
     )
-    measure = make_measure(desc)
+    rounds = measure or make_measure(desc)
 
     def validate_top() -> SearchValidation:
-        validation = validate_search(results, measure, baseline, k=k, config=settings)
+        validation = validate_search(results, rounds, baseline, k=k, config=settings)
         winner = validation.winner
         if winner is not None and any((winner.config.get("controls") or {}).values()):
             # Only what earns its place: each control of the winner, re-measured without it.
-            simplified = simplify_timed(winner.config, measure, settings=settings)
+            simplified = simplify_timed(winner.config, rounds, settings=settings)
             validation = validation.model_copy(update={"simplification": simplified})
         return validation
 
+    if measure is not None or not on_ray:
+        return validate_top()
+    import ray
+
+    # A timed kind needs a GPU: on a cluster with GPUs the task asks for one, so it lands on a
+    # GPU node and (the search being over) has that GPU to itself.
+    gpus = 1 if desc.kind != "ptx" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
     validation: SearchValidation = ray.get(
         ray.remote(num_cpus=1, num_gpus=gpus)(validate_top).remote()
     )
     return validation
+
+
+def _ray_is_up() -> bool:
+    """Whether this process runs Ray (imported only when something else imported it)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(ray.is_initialized())
+
+
+def _gpus_here(on_ray: bool) -> bool:
+    """Whether the search's cluster (Ray's, or this machine) has a GPU."""
+    if on_ray:
+        import ray
+
+        return bool(ray.cluster_resources().get("GPU", 0))
+    return _local_gpus() > 0
 
 
 def write_outputs(
@@ -646,6 +888,7 @@ def write_run_settings(args: argparse.Namespace) -> None:
         "tracking": args.tracking,
         "trials_per_gpu": args.trials_per_gpu,
         "benchmark": args.benchmark,
+        "runtime": args.runtime,
         "validate_top": args.validate_top,
         "validate_repetitions": args.validate_repetitions,
         "exhaustive": args.exhaustive,

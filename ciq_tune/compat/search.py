@@ -42,8 +42,6 @@ from ciq_tune.space import SearchSpace
 from ciq_tune.strict_io import load_data
 from ciq_tune.strict_io import load_json
 from ciq_tune.tracking import TrackingConfig
-from ciq_tune.tracking import search_tags
-from ciq_tune.tracking import sqlite_uri
 
 if TYPE_CHECKING:
     from ciq_tune.results import EvaluationRecord
@@ -225,7 +223,7 @@ class Search:
     ) -> tuple[list[EvaluationRecord], str | None]:
         """Evaluate on `workers` local processes; (records, first error if the first pool
         all failed and exit_on_failure)."""
-        from ciq_tune.compat.local import LocalRun
+        from ciq_tune.compat.local import local_run
         from ciq_tune.progress import Progress
 
         engine = self._engine()
@@ -253,7 +251,7 @@ class Search:
                 and all(o.status != OK for o in first_pool)
             )
 
-        run = LocalRun(
+        run = local_run(
             engine,
             evaluate.outcome,
             workers=workers,
@@ -406,52 +404,18 @@ class _LocalTracker:
     """MLflow runs (through the background writer) or log lines for a local search."""
 
     def __init__(self, config: TrackingConfig, folder: Path | None, name: str) -> None:
-        from ciq_tune.tracking import ARTIFACTS_DIR
-        from ciq_tune.tracking import MlflowWriter
+        from ciq_tune.tracking import EvaluationTracker
+        from ciq_tune.tracking import mlflow_writer
 
-        self.config = config
-        self.tags = search_tags(name, config.tags)
-        self.writer: MlflowWriter | None = None
-        if config.backend == "mlflow":
-            run_dir = folder or Path.cwd()
-            self.writer = MlflowWriter(
-                config.tracking_uri or sqlite_uri(run_dir),
-                config.experiment_name or name,
-                run_dir / ARTIFACTS_DIR,
-            )
+        self.writer = mlflow_writer(config, run_dir=folder or Path.cwd(), search_name=name)
+        if self.writer is not None:
             self.writer.start()
+        self.tracker = EvaluationTracker(config, self.writer, name)
 
     def record(self, candidate: Candidate, outcome: Outcome) -> None:
-        metrics = outcome.metrics()
-        if self.config.backend == "log":
-            logger.info(
-                "evaluation %d config=%s result=%s", candidate.id, candidate.config, metrics
-            )
-        if self.writer is None:
-            return
-        from ciq_tune.tracking import TrackingUnavailable
-
-        key = str(candidate.id)
-        params = _flat(candidate.config)
-        numbers = {k: v for k, v in metrics.items() if isinstance(v, float)}
-        try:
-            self.writer.send(
-                {
-                    "kind": "start",
-                    "trial": key,
-                    "name": f"evaluation_{key}",
-                    "tags": self.tags,
-                    "params": params,
-                }
-            )
-            self.writer.send({"kind": "metrics", "trial": key, "metrics": numbers, "step": 1})
-            if outcome.error:
-                self.writer.send({"kind": "texts", "trial": key, "texts": {"error": outcome.error}})
-            status = "FINISHED" if outcome.status == OK else "FAILED"
-            self.writer.send({"kind": "end", "trial": key, "status": status})
-        except TrackingUnavailable as exc:
-            logger.warning("tracking is off for this search: %s", exc)
-            self.writer = None
+        self.tracker.record(
+            candidate.id, candidate.config, outcome.metrics(), ok=outcome.status == OK
+        )
 
     def close(self) -> None:
         from ciq_tune.tracking import TrackingUnavailable
@@ -461,15 +425,6 @@ class _LocalTracker:
                 self.writer.close()
             except TrackingUnavailable as exc:
                 logger.warning("tracking is off for this search: %s", exc)
-
-
-def _flat(config: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(config, Mapping):
-        out: dict[str, Any] = {}
-        for key, value in config.items():
-            out.update(_flat(value, f"{prefix}{key}/"))
-        return out
-    return {prefix.rstrip("/") or "value": config}
 
 
 class _Evaluator:

@@ -9,8 +9,13 @@ when nothing has beaten the best by more than the noise for `patience` evaluatio
 from __future__ import annotations
 
 import math
+import statistics
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from typing import Literal
+from typing import Protocol
 
 # Relative spread of one round's value between rounds (do_bench medians: ~1-2.5 % CV).
 NOISE = 0.02
@@ -80,3 +85,58 @@ class NoiseAwareBest:
     def converged(self) -> bool:
         """`patience` evaluations in a row have not beaten the best by more than the noise."""
         return self.patience > 0 and self.since_improvement >= self.patience
+
+
+class Incumbent(Protocol):
+    """Where a search's trials share their `NoiseAwareBest` (a lock in one process, a Ray
+    actor across a cluster)."""
+
+    def near_best(self, value: float) -> bool: ...
+
+    def record(self, value: float) -> bool: ...
+
+
+class LockedBest:
+    """A `NoiseAwareBest` shared by the threads of one process."""
+
+    def __init__(self, best: NoiseAwareBest) -> None:
+        self.best = best
+        self._lock = threading.Lock()
+
+    def near_best(self, value: float) -> bool:
+        with self._lock:
+            return self.best.near_best(value)
+
+    def record(self, value: float) -> bool:
+        with self._lock:
+            return self.best.record(value)
+
+
+def confirmed(
+    trainable: Callable[[dict[str, Any]], dict[str, Any]],
+    metric: str,
+    incumbent: Incumbent,
+    confirm_rounds: int,
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    """`trainable(config)`, re-run `confirm_rounds` more times when its value is within noise
+    of the best, and then reported as the median of its rounds (with ``first_round``, the first
+    value, and ``search_rounds``); the value is recorded in `incumbent`."""
+    result = trainable(config)
+    value = result.get(metric)
+    if not (
+        result.get("status") == "ok" and isinstance(value, int | float) and math.isfinite(value)
+    ):
+        incumbent.record(math.nan)
+        return result
+    rounds = [float(value)]
+    if confirm_rounds and incumbent.near_best(value):
+        for _ in range(confirm_rounds):
+            again = trainable(config)
+            more = again.get(metric)
+            if again.get("status") == "ok" and isinstance(more, int | float):
+                rounds.append(float(more))
+        result = {**result, metric: statistics.median(rounds), "first_round": float(value)}
+    result["search_rounds"] = len(rounds)
+    incumbent.record(result[metric])
+    return result

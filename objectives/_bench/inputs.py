@@ -7,6 +7,7 @@ import importlib
 import json
 import math
 import sys
+from collections import OrderedDict
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -156,12 +157,15 @@ def reference_outputs(
 
 
 class _TimingSetCache:
-    """The timing input sets of the last description this process timed (one entry: a new
-    description frees the previous one's sets before drawing its own)."""
+    """The timing input sets of the descriptions this process timed last (a matrix's shapes
+    alternate in every evaluation), the oldest freed first once they hold more than
+    `KEPT_BYTES` or `KEPT_SHAPES`."""
+
+    KEPT_BYTES = 8 * 2**30
+    KEPT_SHAPES = 32
 
     def __init__(self) -> None:
-        self._key: str | None = None
-        self._sets: list[dict[str, Any]] = []
+        self._sets: OrderedDict[str, tuple[int, list[dict[str, Any]]]] = OrderedDict()
 
     def get(
         self,
@@ -174,18 +178,25 @@ class _TimingSetCache:
         key = json.dumps(
             [desc.name, device, arrays.name, shapes, protocol.rotate_bytes, protocol.max_rotate]
         )
-        if key != self._key:
-            self._key, self._sets = None, []
+        if key not in self._sets:
             set_bytes = sum(
                 math.prod(desc.shape_of(s)) * arrays.itemsize(s.dtype) for s in desc.inputs
             )
             n_rotate = protocol.n_rotate(set_bytes)
-            self._sets = [
-                make_inputs(desc, seed=TIMING_SEED + i, device=device, arrays=arrays)
-                for i in range(n_rotate)
-            ]
-            self._key = key
-        return self._sets
+            while self._sets and (
+                len(self._sets) >= self.KEPT_SHAPES
+                or sum(b for b, _ in self._sets.values()) + set_bytes * n_rotate > self.KEPT_BYTES
+            ):
+                self._sets.popitem(last=False)  # freed before the new sets are drawn
+            self._sets[key] = (
+                set_bytes * n_rotate,
+                [
+                    make_inputs(desc, seed=TIMING_SEED + i, device=device, arrays=arrays)
+                    for i in range(n_rotate)
+                ],
+            )
+        self._sets.move_to_end(key)
+        return self._sets[key][1]
 
 
 _TIMING_SETS = _TimingSetCache()

@@ -73,7 +73,7 @@ def test_resume_finishes_an_interrupted_tune_run(
     )
     out = tmp_path / "run"
     args = ["--budget", "8", "--num-cpus", "2", "--tracking", "none", "--out", str(out)]
-    main(["tune", str(EXAMPLE), *args])
+    main(["tune", str(EXAMPLE), *args, "--runtime", "ray"])
     interrupted = pd.read_csv(out / "evaluations.csv")
     assert 3 <= len(interrupted) < 8
     assert main(["resume", str(out)]) == 0

@@ -142,26 +142,18 @@ def test_a_matrix_bucket_measure_is_the_weighted_geomean_relative_to_the_baselin
     record = _run(
         """
         import math
-        from unittest import mock
         from objectives.description import Shape
         from objectives.matrix import ShapeGroup
-        from objectives.protocol import DEFAULT_PROTOCOL
         import searchers.matrix_search as ms
         shapes = [Shape(sizes={"M": 37, "N": 100, "BLOCK_N": 128, "NUM_SMS": 3}, weight=3),
                   Shape(sizes={"M": 5, "N": 60, "BLOCK_N": 64, "NUM_SMS": 3}, weight=1)]
         group = ShapeGroup(key={}, shapes=tuple(shapes), indices=(0, 1))
-        measure = ms._BucketMeasure(desc, group, [2.0, 4.0], device="cuda",
-                                    protocol=DEFAULT_PROTOCOL)
         # Rounds of fixed length (a GPU's, faked): 1 ms at the first shape, 8 ms at the second.
         times = {37: 1.0, 5: 8.0}
-        class Fixed:
-            def __init__(self, at, config, sets, device, protocol):
-                self.ms = times[at.sizes["M"]]
-            def __call__(self):
-                return self.ms
-        with mock.patch.object(ms, "ConfigRounds", Fixed), \
-                mock.patch.object(ms, "timing_sets", lambda at, **kw: []):
-            value = measure(tuned)
+        def timer_for(at, config):
+            return lambda: times[at.sizes["M"]]
+        measure = ms._BucketMeasure(desc, group, [2.0, 4.0], timer_for)
+        value = measure(tuned)
         # (1/2)^(3/4) * (8/4)^(1/4)
         json.dump({"value": value, "expected": 0.5 ** 0.75 * 2 ** 0.25,
                    "timers": len(measure._timers)}, sys.stdout)

@@ -145,6 +145,7 @@ def test_ctrl_c_keeps_the_matrix_searchs_evaluations_and_exits_130(
     description = _description(tmp_path, **wide)
     out = tmp_path / "out"
     args = ["--budget", "60", "--num-cpus", "2", "--tracking", "none", "--out", str(out)]
+    args += ["--runtime", "ray"]
     # Ctrl+C as the first trial completes (Tune's own files show up late).
     sigint = SigintAtFirstResult()
     run_config = _matrix._run_config

@@ -374,7 +374,8 @@ def test_tune_command_returns_with_every_evaluation_in_mlflow_at_the_trials_time
     example = Path(__file__).parents[2] / "examples/kernels/ptx/spill.yaml"
     out = tmp_path / "out"
     started_ms = time.time() * 1000
-    assert main(["tune", str(example), "--budget", "6", "--num-cpus", "2", "--out", str(out)]) == 0
+    args = ["--budget", "6", "--num-cpus", "2", "--runtime", "ray", "--out", str(out)]
+    assert main(["tune", str(example), *args]) == 0
     evaluations = pd.read_csv(out / "evaluations.csv")
     runs = trial_runs(sqlite_uri(out), "spill")
     assert len(runs) == len(evaluations) == 6
