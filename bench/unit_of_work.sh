@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The whole-run figures of docs/benchmarks.md ("The matrix as the unit of work") on one GPU:
 # each step is one of the bench scripts below, from a cold Triton cache, its table printed as it
-# ends and its JSON and log copied to OUT. Run from the repository root on a GPU machine:
+# ends and kept in OUT/STEP.log; OUT/logs.tar.gz holds every run's JSON and log. Run from the repository root on a GPU machine:
 #     bash bench/unit_of_work.sh OUT [STEP ...]
 # Steps (default: all, in this order):
 #   matmul   python3 -m bench.cli_run: the persistent matmul 4096³, 100 evaluations, validated
 #   small1   python3 -m bench.small_space --shape 5: a row-wise kernel's 24 launch options, 1 shape
 #   small6   python3 -m bench.small_space: the same over 6 shapes (micro-second shapes among them)
 #   matrix   python3 -m bench.matrix_exhaustive: the layer-norm matrix, search vs exhaustive
+#   suite    python3 -m bench.cli_run on softmax, layer norm, attention and the CUDA row sum, 40
+#            evaluations each: the winner's search value against its re-measured value
 set -uo pipefail
 out=${1:?usage: bash bench/unit_of_work.sh OUT [STEP ...]}
 shift
@@ -18,14 +20,13 @@ desc=examples/kernels/triton
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 ran() {  # name, limit in seconds, command… (its output folder $work/name): run it, keep its
-  # JSON and log, go on if it fails
+  # output, go on if it fails
   local name=$1 limit=$2
   shift 2
   echo "== $name: $*"
   local t0=$SECONDS
   timeout "$limit" "$@" 2>&1 | tee "$out/$name.log"
   echo "== $name: exit ${PIPESTATUS[0]} after $((SECONDS - t0)) s"
-  cp "$work/$name"/*.json "$out/" 2>/dev/null
 }
 for step in "${steps[@]}"; do
   case $step in
@@ -37,7 +38,16 @@ for step in "${steps[@]}"; do
       --out "$work/small6" ;;
     matrix) ran matrix 300 python3 -m bench.matrix_exhaustive "$desc/layer_norm_matrix.yaml" \
       --out "$work/matrix" ;;
+    suite)
+      for kernel in triton/softmax triton/layer_norm triton/attention cuda/row_sum; do
+        name=suite-${kernel#*/}
+        ran "$name" 90 python3 -m bench.cli_run "examples/kernels/$kernel.yaml" \
+          --out "$work/$name" -- --budget 40 --validate-top 3
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done
+# Every run's own log (the command's lines with their times) in one file.
+(cd "$work" && find . -name 'triton-cache-*' -prune -o \( -name '*.log' -o -name '*.json' \) -print |
+  tar -czf "$out/logs.tar.gz" -T -)
 rm -rf "$work"

@@ -31,6 +31,9 @@ TARGET = "objectives.served_rounds:time_round"
 SERVER_PROTOCOL = BACK_TO_BACK_PROTOCOL
 """The protocol of a benchmark worker's rounds: the search's candidates and the re-measurement
 alike."""
+SERVED_WARMUP_ROUNDS = 1
+"""Untimed rounds of each side before a served comparison: the first builds and checks the
+configuration in the worker; the GPU is at its loaded clock already, having timed the search."""
 # Configurations a worker keeps built between requests (a validation compares a few at a time).
 _KEPT = 32
 _ROUNDS: OrderedDict[str, ConfigRounds] = OrderedDict()

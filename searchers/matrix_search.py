@@ -47,6 +47,7 @@ from objectives.matrix import selection_rule
 from objectives.matrix import shape_values
 from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.remeasure import ConfigRounds
+from objectives.served_rounds import SERVED_WARMUP_ROUNDS
 from objectives.served_rounds import served_measure
 
 if TYPE_CHECKING:
@@ -338,9 +339,10 @@ def _validate(
             outcome="skipped", reason=skip, top_k=settings.validate_top, baseline_config=baseline
         )
     measure = _BucketMeasure(desc, group, references, rounds.timer)
-    validate = functools.partial(
-        validate_search, k=settings.validate_top, config=settings.validation
-    )
+    config = settings.validation
+    if rounds.served:
+        config = config.model_copy(update={"warmup": min(config.warmup, SERVED_WARMUP_ROUNDS)})
+    validate = functools.partial(validate_search, k=settings.validate_top, config=config)
     return rounds.run(validate, results, measure, baseline)
 
 
@@ -352,6 +354,7 @@ class _Rounds:
 
     def __init__(self, desc: KernelDescription, benchmark: Benchmarker | None) -> None:
         self._benchmark = benchmark
+        self.served = benchmark is not None
         self._preload = _preload(desc.kind) if benchmark is not None else ()
         self._gpus = 0
         if benchmark is None and _ray_is_up() and desc.kind != "ptx":

@@ -647,6 +647,12 @@ def validate_best(
         flush=True,
     )
     rounds = measure or make_measure(desc)
+    if measure is not None:
+        from objectives.served_rounds import SERVED_WARMUP_ROUNDS
+
+        settings = settings.model_copy(
+            update={"warmup": min(settings.warmup, SERVED_WARMUP_ROUNDS)}
+        )
 
     def validate_top() -> SearchValidation:
         validation = validate_search(results, rounds, baseline, k=k, config=settings)
