@@ -248,8 +248,8 @@ def time_cuda(
 ) -> TimingStats:
     """Time a GPU callable with CUDA events, the method chosen by the kernel's duration.
 
-    First one untimed call, five flushed calls (the time of a flushed launch) and five back to
-    back (the kernel alone). A kernel of at least `GRAPH_BELOW_MS` is timed by
+    First one untimed call, five flushed calls (the time of a flushed launch) and five flushes
+    alone (the kernel's time is the difference). A kernel of at least `GRAPH_BELOW_MS` is timed by
     `triton.testing.do_bench`'s procedure, written once over the array library so that CuPy
     (CUDA C++ kernels, no torch) and torch (Triton, Helion) time alike: `warmup_ms` worth of
     untimed calls, then `rep_ms` worth of timed ones (at most `max_repeats`, at least 5), each
@@ -289,10 +289,12 @@ def time_cuda(
     estimate_ms = max(arrays.elapsed_ms(start, end) / 5, 5e-4)
     start.record()
     for _ in range(5):
-        call()
+        arrays.zero_(flush)
     end.record()
     arrays.synchronize()
-    kernel_ms = max(arrays.elapsed_ms(start, end) / 5, 5e-4)
+    # The kernel alone: a flushed launch less a flush. Launches back to back would time the
+    # host's launch overhead instead, which a flush hides (the GPU is busy flushing meanwhile).
+    kernel_ms = max(estimate_ms - arrays.elapsed_ms(start, end) / 5, 5e-4)
     if kernel_ms < GRAPH_BELOW_MS:
         return _time_graph(call, flush, kernel_ms, warmup_ms=warmup_ms, arrays=arrays)
     n_warmup = max(1, int(warmup_ms / estimate_ms))

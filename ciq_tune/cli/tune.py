@@ -640,12 +640,6 @@ def validate_best(
         skip = "the baseline did not run successfully, so there is nothing to compare with"
     if skip is not None:
         return SearchValidation(outcome="skipped", reason=skip, top_k=k, baseline_config=baseline)
-    print(
-        f"validating the top {k} against the baseline: {settings.warmup} warm-up and up to "
-        f"{settings.repetitions} timed interleaved repetitions each, stopping at the first of "
-        f"{len(settings.look_rounds())} looks that decides …",
-        flush=True,
-    )
     rounds = measure or make_measure(desc)
     if measure is not None:
         from objectives.served_rounds import SERVED_WARMUP_ROUNDS

@@ -194,8 +194,9 @@ def validate_search(
     """Re-measure the `k` best distinct configurations of a finished search against the
     baseline and choose the one to ship.
 
-    The baseline is left out of the top-k (it is what each candidate is compared with). Each
-    candidate is measured interleaved with the baseline, Bonferroni-corrected
+    The baseline is left out of the top-k (it is what each candidate is compared with), and so
+    is every configuration whose search value did not beat the baseline's. Each candidate is
+    measured interleaved with the baseline, Bonferroni-corrected
     (`validate_top_k`). Of the KEPT candidates, the one with the highest re-measured speedup
     wins: fresh measurements are not biased by the selection the way the search's values are.
     When none is kept, the baseline is what to ship.
@@ -226,6 +227,25 @@ def validate_search(
             reason="no configuration other than the baseline ran successfully",
             **common,
         )
+    objective = results.objectives[0]
+    base = next((r for r in results.records if r.ok and r.config == baseline_config), None)
+    if base is not None and base.values is not None:
+        reference = base.values[objective.name]
+        sign = 1 if objective.mode == "min" else -1
+        # Only a configuration the search saw faster can be shown faster: re-measuring the
+        # others would spend rounds on comparisons that can only reject.
+        others = [
+            r
+            for r in others
+            if r.ok and r.values is not None and sign * r.values[objective.name] < sign * reference
+        ]
+        if not others:
+            return SearchValidation(
+                outcome="baseline",
+                reason=f"no configuration beat the baseline's {objective.name} {reference:.5g} "
+                "in the search",
+                **common,
+            )
     checks = validate_top_k(
         type(results)(results.objectives, others),
         lambda record: functools.partial(measure, record.config),
