@@ -647,6 +647,12 @@ def validate_best(
         settings = settings.model_copy(
             update={"warmup": min(settings.warmup, SERVED_WARMUP_ROUNDS)}
         )
+    print(
+        f"validating the top {k} against the baseline: {settings.warmup} warm-up and up to "
+        f"{settings.repetitions} timed interleaved repetitions each, stopping at the first of "
+        f"{len(settings.look_rounds())} looks that decides …",
+        flush=True,
+    )
 
     def validate_top() -> SearchValidation:
         validation = validate_search(results, rounds, baseline, k=k, config=settings)
