@@ -296,7 +296,9 @@ def time_cuda(
     # host's launch overhead instead, which a flush hides (the GPU is busy flushing meanwhile).
     kernel_ms = max(estimate_ms - arrays.elapsed_ms(start, end) / 5, 5e-4)
     if kernel_ms < GRAPH_BELOW_MS:
-        return _time_graph(call, flush, kernel_ms, warmup_ms=warmup_ms, arrays=arrays)
+        graphed = _time_graph(call, flush, kernel_ms, warmup_ms=warmup_ms, arrays=arrays)
+        if graphed is not None:
+            return graphed
     n_warmup = max(1, int(warmup_ms / estimate_ms))
     n_repeat = max(5, int(rep_ms / estimate_ms))
     if max_repeats is not None:
@@ -322,8 +324,10 @@ def _time_graph(
     *,
     warmup_ms: float,
     arrays: ArrayLibrary,
-) -> TimingStats:
-    """`time_cuda`'s method for a micro-second kernel: replays of a captured graph of launches."""
+) -> TimingStats | None:
+    """`time_cuda`'s method for a micro-second kernel: replays of a captured graph of launches.
+    None when a replay shows the kernel is not one (the estimate was off): the caller times it
+    launch by launch."""
     launches = max(1, min(MAX_GRAPH_LAUNCHES, math.ceil(GRAPH_REPLAY_MS / kernel_ms)))
 
     def body() -> None:
@@ -332,7 +336,15 @@ def _time_graph(
 
     replay = arrays.capture(body)
     replay()  # untimed: the first replay uploads the graph
-    for _ in range(max(1, math.ceil(warmup_ms / (launches * kernel_ms)))):
+    first, last = arrays.event(), arrays.event()
+    first.record()
+    replay()
+    last.record()
+    arrays.synchronize()
+    replay_ms = max(arrays.elapsed_ms(first, last), 5e-4)
+    if replay_ms / launches >= GRAPH_BELOW_MS:
+        return None
+    for _ in range(max(1, math.ceil(warmup_ms / replay_ms))):
         replay()
     starts = [arrays.event() for _ in range(GRAPH_REPLAYS)]
     ends = [arrays.event() for _ in range(GRAPH_REPLAYS)]

@@ -182,3 +182,12 @@ def test_a_micro_second_kernel_is_timed_from_graph_replays():
     assert captured == [500]
     assert stats.timer == "cuda_graph" and stats.launches_per_replay == 500
     assert stats.n == GRAPH_REPLAYS and stats.median_ms == pytest.approx(0.002)
+
+
+def test_a_kernel_whose_graph_replay_shows_it_is_not_micro_seconds_is_timed_launch_by_launch():
+    from objectives.protocol import time_cuda
+
+    gpu = _TracedGpu(launch_ms=0.002)  # the estimate says 2 µs …
+    gpu.capture = lambda body: lambda: gpu.advance(50.0)  # … a replay says otherwise
+    stats = time_cuda(gpu.launch, n_rotate=2, warmup_ms=10, rep_ms=40, arrays=gpu)
+    assert stats.timer == "cuda_events" and stats.launches_per_replay is None
