@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from objectives import load_description
 from objectives import make_search_space
@@ -43,10 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|")
     for name, protocol in (("server", SERVER_PROTOCOL), ("default", DEFAULT_PROTOCOL)):
         sets = timing_sets(at, device="cuda", protocol=protocol, arrays=arrays)
+
+        def run(i: int, sets: list[Any] = sets) -> None:
+            launch(sets[i])
+
         for r in range(args.rounds):
-            stats = measure_round(
-                lambda i, sets=sets: launch(sets[i]), len(sets), device="cuda", protocol=protocol
-            )
+            stats = measure_round(run, len(sets), device="cuda", protocol=protocol)
             print(
                 f"| {name} | {r} | {stats.median_ms:.5f} | {stats.timer} | "
                 f"{stats.launches_per_replay} | {stats.sm_clock_mhz} |"
