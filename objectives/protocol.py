@@ -228,6 +228,10 @@ GRAPH_BELOW_MS = 0.02
 """Kernels shorter than this (ms, from launches back to back) are timed from CUDA-graph replays:
 timed one launch at a time, a micro-second kernel's value would be its event resolution and
 launch gaps, and its flush would cost twenty times the kernel."""
+GRAPH_TRY_BELOW_MS = 0.1
+"""Kernels whose flushed launch, less a flush, is under this (ms) are tried in a graph, whose
+replay decides against `GRAPH_BELOW_MS`: the host's launch overhead can inflate that estimate
+several times over, and the method must not flip from round to round with it."""
 GRAPH_REPLAY_MS = 1.0
 """Aimed duration of one graph replay (ms): enough launches that the events' resolution
 (~0.5 µs) and the graph's own launch vanish in the mean per launch."""
@@ -249,7 +253,8 @@ def time_cuda(
     """Time a GPU callable with CUDA events, the method chosen by the kernel's duration.
 
     First one untimed call, five flushed calls (the time of a flushed launch) and five flushes
-    alone (the kernel's time is the difference). A kernel of at least `GRAPH_BELOW_MS` is timed by
+    alone (the kernel's time is the difference). A kernel of at least `GRAPH_BELOW_MS` (decided
+    by a graph replay where that difference is under `GRAPH_TRY_BELOW_MS`) is timed by
     `triton.testing.do_bench`'s procedure, written once over the array library so that CuPy
     (CUDA C++ kernels, no torch) and torch (Triton, Helion) time alike: `warmup_ms` worth of
     untimed calls, then `rep_ms` worth of timed ones (at most `max_repeats`, at least 5), each
@@ -295,7 +300,7 @@ def time_cuda(
     # The kernel alone: a flushed launch less a flush. Launches back to back would time the
     # host's launch overhead instead, which a flush hides (the GPU is busy flushing meanwhile).
     kernel_ms = max(estimate_ms - arrays.elapsed_ms(start, end) / 5, 5e-4)
-    if kernel_ms < GRAPH_BELOW_MS:
+    if kernel_ms < GRAPH_TRY_BELOW_MS:
         graphed = _time_graph(call, flush, kernel_ms, warmup_ms=warmup_ms, arrays=arrays)
         if graphed is not None:
             return graphed
@@ -329,21 +334,14 @@ def _time_graph(
     None when a replay shows the kernel is not one (the estimate was off): the caller times it
     launch by launch."""
     launches = max(1, min(MAX_GRAPH_LAUNCHES, math.ceil(GRAPH_REPLAY_MS / kernel_ms)))
-
-    def body() -> None:
-        for _ in range(launches):
-            call()
-
-    replay = arrays.capture(body)
-    replay()  # untimed: the first replay uploads the graph
-    first, last = arrays.event(), arrays.event()
-    first.record()
-    replay()
-    last.record()
-    arrays.synchronize()
-    replay_ms = max(arrays.elapsed_ms(first, last), 5e-4)
+    replay, replay_ms = _captured(call, launches, arrays)
     if replay_ms / launches >= GRAPH_BELOW_MS:
         return None
+    if replay_ms < GRAPH_REPLAY_MS / 2 and launches < MAX_GRAPH_LAUNCHES:
+        # The estimate was inflated: as many launches as a replay of the aimed length holds.
+        per_launch = replay_ms / launches
+        launches = max(1, min(MAX_GRAPH_LAUNCHES, math.ceil(GRAPH_REPLAY_MS / per_launch)))
+        replay, replay_ms = _captured(call, launches, arrays)
     for _ in range(max(1, math.ceil(warmup_ms / replay_ms))):
         replay()
     starts = [arrays.event() for _ in range(GRAPH_REPLAYS)]
@@ -356,6 +354,25 @@ def _time_graph(
     arrays.synchronize()
     times = [arrays.elapsed_ms(s, e) / launches for s, e in zip(starts, ends, strict=True)]
     return replace(summarize(times, timer="cuda_graph"), launches_per_replay=launches)
+
+
+def _captured(
+    call: Callable[[], None], launches: int, arrays: ArrayLibrary
+) -> tuple[Callable[[], object], float]:
+    """A graph of `launches` calls, and the time of one replay after the upload (ms)."""
+
+    def body() -> None:
+        for _ in range(launches):
+            call()
+
+    replay = arrays.capture(body)
+    replay()  # untimed: the first replay uploads the graph
+    first, last = arrays.event(), arrays.event()
+    first.record()
+    replay()
+    last.record()
+    arrays.synchronize()
+    return replay, max(arrays.elapsed_ms(first, last), 5e-4)
 
 
 def time_host(fn: Callable[[int], object], *, n_rotate: int, reps: int) -> TimingStats:
