@@ -75,10 +75,13 @@ class GpuLease:
     Attributes:
         wait_s: Time spent waiting for other holders.
         held_s: Time the lock was held (set when the hold ends); the GPU busy time of a trial.
+        idle_ms: Milliseconds since any process last released the lock (the GPU's idle time
+            before this hold), None when it was never released.
     """
 
     wait_s: float = 0.0
     held_s: float = 0.0
+    idle_ms: float | None = None
 
 
 @contextlib.contextmanager
@@ -118,7 +121,8 @@ def held_lock(path: Path, *, heartbeat: Callable[[str], None] | None = None) -> 
         heartbeat: Called every `HEARTBEAT_S` seconds while another process holds the lock.
 
     Yields:
-        A `GpuLease` with `GpuLease.wait_s` set; `GpuLease.held_s` is set on exit.
+        A `GpuLease` with `GpuLease.wait_s` and `GpuLease.idle_ms` set; `GpuLease.held_s` is
+        set on exit, when the file's modification time records the release.
     """
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
     lease = GpuLease()
@@ -127,10 +131,16 @@ def held_lock(path: Path, *, heartbeat: Callable[[str], None] | None = None) -> 
         _acquire(fd, heartbeat)
         acquired = time.perf_counter()
         lease.wait_s = acquired - t0
+        # The file's mtime is its last release (a released file holds one byte).
+        status = os.fstat(fd)
+        if status.st_size:
+            lease.idle_ms = max(0.0, 1e3 * (time.time() - status.st_mtime))
         try:
             yield lease
         finally:
             lease.held_s = time.perf_counter() - acquired
+            os.pwrite(fd, b"r", 0)
+            os.utime(fd)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

@@ -1,13 +1,15 @@
-"""One warm benchmark worker per GPU of this machine, without Ray: a local search's
+"""Warm benchmark workers on each GPU of this machine, without Ray: a local search's
 `objectives._stages.Benchmarker`.
 
-Each GPU gets an `objectives._isolate.IsolatedWorker` that sees only that GPU
-(``CUDA_VISIBLE_DEVICES``) and imports the kind's modules when it starts; the workers start at
+Each GPU gets `WORKERS_PER_GPU` `objectives._isolate.IsolatedWorker`s that see only that GPU
+(``CUDA_VISIBLE_DEVICES``) and import the kind's modules when they start; the workers start at
 once, in the background, so their imports and CUDA contexts overlap the first compiles. A
-request takes whichever GPU is free (waiting for one when all are busy) and runs there; a GPU
-serves one request at a time, so timings never overlap. A candidate that hangs or crashes
-kills only its GPU's worker, which the next request replaces. Without a GPU one worker runs
-the kind's CPU environment (Triton's interpreter).
+request takes whichever worker is free (waiting for one when all are busy). A request is host
+work (loading the compiled kernel, building inputs) around the GPU work (the check and the
+timed round), and only the GPU work holds the GPU's lock (`objectives._gpu.exclusive_gpu`): so
+one worker loads the next candidate while another times, the GPU times back to back, and no two
+timings overlap. A candidate that hangs or crashes kills only its worker, which the next request
+replaces. Without a GPU one worker runs the kind's CPU environment (Triton's interpreter).
 
 `searchers.benchmark_pool` is the same service for a Ray cluster (one actor per GPU).
 """
@@ -24,6 +26,9 @@ from objectives._gpu import visible_gpus
 from objectives._isolate import IsolatedWorker
 from objectives._stages import BenchmarkRequest
 
+WORKERS_PER_GPU = 2
+"""Benchmark workers per GPU: one times while the other loads its candidate."""
+
 
 class GpuWorkers:
     """The benchmark workers of this machine's GPUs (see module doc), called as a
@@ -32,8 +37,9 @@ class GpuWorkers:
     Args:
         preload: Modules each worker imports when it starts (``("torch", "triton")``).
         cpu_env: The worker's environment where there is no GPU.
-        gpus: ``CUDA_VISIBLE_DEVICES`` entries, one worker each (default:
+        gpus: ``CUDA_VISIBLE_DEVICES`` entries, `per_gpu` workers each (default:
             `objectives._gpu.visible_gpus`); empty: one CPU worker.
+        per_gpu: Workers per GPU.
 
     Example:
         >>> workers = GpuWorkers(preload=("torch", "triton"))  # doctest: +SKIP
@@ -46,9 +52,13 @@ class GpuWorkers:
         preload: tuple[str, ...] = (),
         cpu_env: Mapping[str, str] | None = None,
         gpus: list[str] | None = None,
+        per_gpu: int = WORKERS_PER_GPU,
     ) -> None:
+        if per_gpu < 1:
+            raise ValueError(f"`per_gpu` must be >= 1, got per_gpu={per_gpu}")
         self.gpus = visible_gpus() if gpus is None else list(gpus)
-        envs = [{"CUDA_VISIBLE_DEVICES": g} for g in self.gpus] or [dict(cpu_env or {})]
+        envs = [{"CUDA_VISIBLE_DEVICES": g} for g in self.gpus for _ in range(per_gpu)]
+        envs = envs or [dict(cpu_env or {})]
         self._workers = [IsolatedWorker(env=env, preload=preload) for env in envs]
         self._free: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -73,7 +83,7 @@ class GpuWorkers:
             thread.join()
 
     def __call__(self, request: BenchmarkRequest) -> dict[str, Any]:
-        """Serve `request` on the first free GPU's worker (see `objectives._stages`)."""
+        """Serve `request` on the first free worker (see `objectives._stages`)."""
         index = self._free.get()
         t0 = time.perf_counter()
         try:
@@ -94,7 +104,8 @@ class GpuWorkers:
         return result
 
     def stats(self) -> list[dict[str, float]]:
-        """Per worker: requests served, seconds serving them, seconds since the start."""
+        """Per worker: requests served, seconds serving them (waiting for its GPU included),
+        seconds since the start."""
         alive = time.perf_counter() - self._started
         with self._lock:
             return [

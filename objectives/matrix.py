@@ -231,7 +231,7 @@ def matrix_result(desc: KernelDescription, results: Sequence[Mapping[str, Any]])
     Per shape ``i``: ``<metric>@i`` (NaN where it failed), ``status@i`` and, on failure,
     ``error@i``. Overall: ``status`` ``ok`` when every shape succeeded (else the first failed
     shape's status, ``error`` saying which), ``<metric>_geomean`` over the shapes (NaN unless
-    all succeeded), ``shapes_ok``, and the sum of each shape's ``compile_s``.
+    all succeeded), ``shapes_ok``, and the sums of each shape's ``compile_s`` and ``gpu_s``.
     """
     metric = desc.metric
     out: dict[str, Any] = {"status": "ok"}
@@ -251,9 +251,10 @@ def matrix_result(desc: KernelDescription, results: Sequence[Mapping[str, Any]])
     weights = [s.weight for s in desc.matrix()]
     out[matrix_metric(desc)] = geomean(values, weights) if not failed else math.nan
     out["shapes_ok"] = len(values)
-    compile_s = [r["compile_s"] for r in results if isinstance(r.get("compile_s"), int | float)]
-    if compile_s:
-        out["compile_s"] = sum(compile_s)
+    for key in ("compile_s", "gpu_s"):  # the evaluation's totals over its shapes
+        seconds = [r[key] for r in results if isinstance(r.get(key), int | float)]
+        if seconds:
+            out[key] = sum(seconds)
     if failed:
         first = failed[0]
         out["status"] = out[f"status@{first}"]

@@ -411,6 +411,7 @@ def measure_round(
     device: str,
     protocol: MeasurementProtocol = DEFAULT_PROTOCOL,
     arrays: ArrayLibrary = TORCH,
+    idle_ms: float | None = None,
 ) -> TimingStats:
     """One round of the protocol: time `run` over `n_rotate` input sets.
 
@@ -425,6 +426,9 @@ def measure_round(
             else: the host clock (Triton's interpreter).
         protocol: The round's settings (`DEFAULT_PROTOCOL`).
         arrays: The kernel's array library (torch; CuPy for CUDA C++).
+        idle_ms: How long the GPU idled before this round, from the lock the caller holds
+            (`objectives._gpu.GpuLease.idle_ms`: any process's rounds count, so that workers
+            sharing a GPU warm up as one); None: since this process's last round.
 
     Returns:
         The round's statistics; ``median_ms`` is its value.
@@ -433,6 +437,8 @@ def measure_round(
     if device != "cuda":
         return time_host(run, n_rotate=n_rotate, reps=protocol.host_reps)
     gap_ms = None if _last_round_end is None else 1e3 * (time.perf_counter() - _last_round_end)
+    if idle_ms is not None:
+        gap_ms = idle_ms if gap_ms is None else min(gap_ms, idle_ms)
     warmup_ms = protocol.warmup_after(gap_ms)
     stats = time_cuda(
         run,

@@ -329,17 +329,18 @@ class ConfigRounds:
         def run(i: int) -> None:
             self._launch(self._sets[i])
 
-        hold = (
-            exclusive_gpu(self._arrays.current_device(), arrays=self._arrays)
-            if self._device == "cuda"
-            else contextlib.nullcontext()
-        )
-        with hold:
+        if self._device != "cuda":
+            stats = measure_round(
+                run, len(self._sets), device=self._device, protocol=self._protocol
+            )
+            return stats.median_ms
+        with exclusive_gpu(self._arrays.current_device(), arrays=self._arrays) as lease:
             stats = measure_round(
                 run,
                 len(self._sets),
                 device=self._device,
                 protocol=self._protocol,
                 arrays=self._arrays,
+                idle_ms=lease.idle_ms,
             )
         return stats.median_ms

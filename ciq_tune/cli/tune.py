@@ -368,6 +368,7 @@ def local_benchmark(kind: str, mode: str) -> Any:
     """
     from objectives import STAGED_KINDS
     from objectives import benchmark_worker_setup
+    from objectives.gpu_workers import WORKERS_PER_GPU
     from objectives.gpu_workers import GpuWorkers
 
     if mode == "per-gpu" and kind not in STAGED_KINDS:
@@ -379,7 +380,11 @@ def local_benchmark(kind: str, mode: str) -> Any:
         return None
     preload, cpu_env = benchmark_worker_setup(kind)
     workers = GpuWorkers(preload=preload, cpu_env=cpu_env)
-    where = f"one per GPU ({len(workers.gpus)})" if workers.gpus else "one on the CPU (interpreted)"
+    where = (
+        f"{WORKERS_PER_GPU} per GPU ({len(workers.gpus)} GPU)"
+        if workers.gpus
+        else "one on the CPU (interpreted)"
+    )
     print(f"benchmark workers: {where}, starting beside the first compiles", flush=True)
     return workers
 
@@ -515,21 +520,18 @@ def _local_gpus() -> int:
 
 
 def print_local_throughput(search: Any, benchmark: Any) -> None:
-    """`search_throughput`'s line for a local search, the GPU busy share from its benchmark
-    workers' own time when it has them."""
+    """`search_throughput`'s line for a local search (the GPU busy share: the evaluations'
+    time holding their GPU's lock)."""
     from searchers.placement import format_throughput
     from searchers.placement import search_throughput
 
-    gpus = len(benchmark.gpus) if benchmark is not None else 0
+    gpus = len(benchmark.gpus) if benchmark is not None else _local_gpus()
     summary = search_throughput(
         list(search.rows.values()),
         wall_s=max(search.wall_s, 1e-9),
         gpus=gpus,
         concurrency=search.workers,
     )
-    if benchmark is not None and gpus:
-        busy = sum(s["busy_s"] for s in benchmark.stats())
-        summary["gpu_busy_fraction"] = busy / (search.wall_s * gpus)
     print(format_throughput(summary), flush=True)
 
 

@@ -68,7 +68,14 @@ def check_and_time(
     index = arrays.current_device()
     with exclusive_gpu(index, heartbeat=progress, arrays=arrays) as lease:
         result = _check_and_time(
-            desc, launch, seed=seed, device=device, energy=energy, arrays=arrays, protocol=protocol
+            desc,
+            launch,
+            seed=seed,
+            device=device,
+            energy=energy,
+            arrays=arrays,
+            protocol=protocol,
+            idle_ms=lease.idle_ms,
         )
     return {**result, "gpu_s": lease.held_s, "gpu_wait_s": lease.wait_s}
 
@@ -82,6 +89,7 @@ def _check_and_time(
     energy: bool,
     arrays: ArrayLibrary,
     protocol: MeasurementProtocol,
+    idle_ms: float | None = None,
 ) -> dict[str, Any]:
     tensors = make_inputs(desc, seed=seed, device=device, arrays=arrays)
     expected = reference_outputs(desc, tensors, arrays)
@@ -117,7 +125,9 @@ def _check_and_time(
     def run(i: int) -> None:
         launch(sets[i])
 
-    stats = measure_round(run, len(sets), device=device, arrays=arrays, protocol=protocol)
+    stats = measure_round(
+        run, len(sets), device=device, arrays=arrays, protocol=protocol, idle_ms=idle_ms
+    )
     out: dict[str, Any] = {"status": "ok", "time_ms": stats.median_ms, **stats.as_metrics()}
     out.update(errors, n_rotate=len(sets))
     if energy and device == "cuda":

@@ -61,3 +61,10 @@ def leak(payload: int, progress: Callable[[str], None]) -> dict[str, Any]:
     with open(f"/proc/{os.getpid()}/status") as f:
         rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
     return {"status": "ok", "pid": os.getpid(), "rss_mb": rss_kib / 1024.0}
+
+
+def sleep_and_echo(payload: float, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Report compiled, sleep `payload` seconds and return this worker's pid and environment."""
+    progress("compiled")
+    time.sleep(payload)
+    return {"status": "ok", "pid": os.getpid(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}
