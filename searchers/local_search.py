@@ -16,15 +16,18 @@ either.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ciq_tune.engine import Budget
 from ciq_tune.engine import Candidate
+from ciq_tune.engine import Engine
 from ciq_tune.engine import create_engine
 from ciq_tune.engine.local_run import LocalRun
 from ciq_tune.results import Objective
@@ -75,8 +78,7 @@ def confirm_near_best(trainable: Trainable, metric: str, mode: str) -> Trainable
     return wrapped
 
 
-def search_locally(
-    trainable: Trainable,
+def kernel_engine(
     *,
     space: SearchSpace,
     metric: str,
@@ -87,27 +89,11 @@ def search_locally(
     workers: int,
     strategy: str = "auto",
     transfer_from: SearchResults | None = None,
-    on_result: Callable[[Candidate, dict[str, Any]], None] | None = None,
-    stop: Callable[[], bool] = lambda: False,
-) -> LocalSearch:
-    """Run a kernel search on this machine: `budget` evaluations of `trainable`, `workers` at
-    a time, proposed by the engine of `strategy` (`ciq_tune.engine.create_engine`).
-
-    Args:
-        trainable: ``trainable(config) -> result`` (`objectives.make_trainable`, whose
-            evaluations isolate themselves); called from `workers` threads.
-        space: The search space; `points_to_evaluate` are evaluated first.
-        metric: The result key searched; `mode` its direction.
-        budget: Evaluations.
-        seed: The engine's seed.
-        workers: Evaluations at a time (`objectives.compile_slots`).
-        strategy: The engine's strategy.
-        transfer_from: An earlier search of the kernel to start from.
-        on_result: Called with each candidate and its result dict once the engine knows it.
-        stop: Asked after each result; True ends the search (those running are waited for
-            and recorded).
-    """
-    engine = create_engine(
+) -> Engine:
+    """The engine of a local kernel search: `budget` evaluations of `strategy`
+    (`ciq_tune.engine.create_engine`), `points_to_evaluate` first, proposing whenever one of
+    `workers` is free."""
+    return create_engine(
         strategy,
         space,
         [Objective(name=metric, mode=mode)],  # type: ignore[arg-type]
@@ -117,9 +103,39 @@ def search_locally(
         initial_points=list(points_to_evaluate),
         transfer_from=transfer_from,
     )
+
+
+def search_locally(
+    trainable: Trainable,
+    engine: Engine,
+    *,
+    metric: str,
+    workers: int,
+    on_result: Callable[[Candidate, dict[str, Any]], None] | None = None,
+    stop: Callable[[], bool] = lambda: False,
+    checkpoint: Path | None = None,
+) -> LocalSearch:
+    """Run a kernel search on this machine: the `engine`'s candidates (`kernel_engine`, or one
+    restored from its state) evaluated by `trainable`, `workers` at a time, to the end of its
+    budget.
+
+    Args:
+        trainable: ``trainable(config) -> result`` (`objectives.make_trainable`, whose
+            evaluations isolate themselves); called from `workers` threads.
+        engine: Proposes the candidates; its budget ends the search.
+        metric: The result key searched.
+        workers: Evaluations at a time (`objectives.compile_slots`).
+        on_result: Called with each candidate and its result dict once the engine knows it.
+        stop: Asked after each result; True ends the search (those running are waited for
+            and recorded).
+        checkpoint: A JSON file the engine's state is written to (`Engine.get_state`) every
+            `CHECKPOINT_S` seconds and at the end, from which `ciq-tune resume` continues.
+    """
     rows: dict[str, dict[str, Any]] = {}
+    written = time.monotonic()
 
     def tell(candidate: Candidate, result: dict[str, Any]) -> None:
+        nonlocal written
         # When the result arrived and how long it took, as Ray Tune reports them.
         result.setdefault("timestamp", time.time())
         result.setdefault("time_total_s", result.get("wall_s"))
@@ -131,6 +147,9 @@ def search_locally(
         rows[config_key(candidate.config)] = result
         if on_result is not None:
             on_result(candidate, result)
+        if checkpoint is not None and time.monotonic() - written >= CHECKPOINT_S:
+            write_state(checkpoint, engine)
+            written = time.monotonic()
 
     run: LocalRun[dict[str, Any]] = LocalRun(
         engine,
@@ -141,5 +160,20 @@ def search_locally(
         crash=lambda why: {"status": "crash", "error": why},
         stop=stop,
     )
-    run.run()
+    try:
+        run.run()
+    finally:
+        if checkpoint is not None:
+            write_state(checkpoint, engine)
     return LocalSearch(engine.result(), rows, run.wall_s, workers)
+
+
+CHECKPOINT_S = 5.0
+"""Seconds between two writes of a local search's state (it grows with its records)."""
+
+
+def write_state(path: Path, engine: Engine) -> None:
+    """The engine's state as JSON at `path`, replaced whole (never a half-written file)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(engine.get_state()))
+    os.replace(part, path)

@@ -134,6 +134,7 @@ def _tune_locally(
 ) -> MatrixSearch:
     """The matrix search on this machine's worker processes, each bucket then re-measured on
     its benchmark workers."""
+    from searchers.local_search import kernel_engine
     from searchers.local_search import search_locally
     from searchers.matrix_search import matrix_metric
     from searchers.matrix_search import tune_matrix
@@ -146,8 +147,7 @@ def _tune_locally(
         def search(
             trainable: Any, space: Any, points: list[Any]
         ) -> tuple[Any, dict[str, dict[str, Any]]]:
-            done = search_locally(
-                trainable,
+            engine = kernel_engine(
                 space=space,
                 metric=metric,
                 mode=desc.mode,
@@ -156,6 +156,12 @@ def _tune_locally(
                 points_to_evaluate=points,
                 workers=local.slots,
                 strategy=settings.strategy,
+            )
+            done = search_locally(
+                trainable,
+                engine,
+                metric=metric,
+                workers=local.slots,
                 on_result=on_result,
                 stop=lambda: interrupt.received,
             )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
+from typing import Any
 
 from ciq_tune.cli._interrupt import graceful_interrupt
 from ciq_tune.cli._interrupt import report_interrupted
@@ -13,11 +15,14 @@ from ciq_tune.cli._options import add_verbose
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
 from ciq_tune.cli.tune import RUN_SETTINGS
+from ciq_tune.cli.tune import SEARCH_STATE
 from ciq_tune.cli.tune import benchmark_pool
 from ciq_tune.cli.tune import check_num_cpus
 from ciq_tune.cli.tune import place_trials
 from ciq_tune.cli.tune import ray_init
+from ciq_tune.cli.tune import run_local_search
 from ciq_tune.cli.tune import served_measure_of
+from ciq_tune.cli.tune import start_local_workers
 from ciq_tune.cli.tune import validate_best
 from ciq_tune.cli.tune import validation_config
 from ciq_tune.cli.tune import with_vendor_files
@@ -72,6 +77,8 @@ def _resume(args: argparse.Namespace) -> int:
             f"{settings_path}: a multi-shape search (`shapes` in {settings['description']}) "
             "does not resume; run `ciq-tune tune` again"
         )
+    if (args.run_dir / SEARCH_STATE).exists() and not (args.run_dir / "ray").exists():
+        return _resume_locally(args, settings, desc)
     # Ray is imported once the arguments and files are known to be good (it takes seconds).
     import ray
     from ray import tune
@@ -82,12 +89,6 @@ def _resume(args: argparse.Namespace) -> int:
 
     experiment = args.run_dir.resolve() / "ray" / desc.name
     if not tune.Tuner.can_restore(str(experiment)):
-        if not (args.run_dir / "ray").exists():
-            raise CiqTuneError(
-                f"{args.run_dir} ran on this machine's workers (`--runtime local`), which keep "
-                "no experiment to restore; start again from its evaluations with `ciq-tune tune "
-                f"DESCRIPTION --transfer-from {args.run_dir}`"
-            )
         raise CiqTuneError(f"no Ray Tune experiment to restore in {str(experiment)!r}")
     points = starting_points(desc, make_search_space(desc))
     address = args.address or settings["address"]
@@ -126,14 +127,60 @@ def _resume(args: argparse.Namespace) -> int:
     return write_outputs(args.run_dir, desc, searcher.results(), grid, points, validation)
 
 
+def _resume_locally(args: argparse.Namespace, settings: dict[str, Any], desc: Any) -> int:
+    """Continue a local run (`tune --runtime local`) from its engine's state: the candidates
+    it had handed out first, then new ones to the end of its budget, on this machine's
+    workers; then its validation and outputs, as `tune` writes them."""
+    from ciq_tune.engine import Engine
+    from ciq_tune.errors import StateError
+    from ciq_tune.tracking import TrackingConfig
+    from ciq_tune.tracking import background_writer
+    from ciq_tune.validation import VALIDATION_DEFAULTS
+    from objectives import make_search_space
+    from objectives import starting_points
+
+    path = args.run_dir / SEARCH_STATE
+    state = load_json(path, what="search state", error=CiqTuneError)
+    space = make_search_space(desc)
+    if not isinstance(state, dict) or state.get("space") != json.loads(json.dumps(space.to_dict())):
+        raise CiqTuneError(
+            f"{path}: field `space`: not the space of {settings['description']} (the "
+            "description changed since the run, or this is not a search state); run `ciq-tune "
+            "tune` again"
+        )
+    try:
+        engine = Engine.from_state(state, space=space)
+    except (StateError, KeyError, TypeError, ValueError) as exc:
+        raise CiqTuneError(f"{path}: not a search state this version reads: {exc}") from exc
+    points = starting_points(desc, space)
+    config = validation_config(
+        settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"])
+    )
+    args.quiet = False
+    args.tracking = settings.get("tracking", "none")
+    args.validate_top = settings.get("validate_top")
+    local = start_local_workers(desc.kind, settings.get("benchmark", "auto"), args.num_cpus)
+    try:
+        # Evaluations go on into the run's own MLflow store, numbered on from its last.
+        with background_writer(
+            TrackingConfig(backend=args.tracking), run_dir=args.run_dir, search_name=desc.name
+        ) as writer:
+            return run_local_search(
+                args.run_dir, desc, engine, points[0], local, args, config, writer
+            )
+    finally:
+        local.close()
+
+
 register(
     Command(
         "resume",
         "finish an interrupted `ciq-tune tune` run and write its outputs",
-        "Restore the Ray Tune experiment of RUN_DIR (the searcher's state included, so the\n"
-        "budget is kept and no configuration is evaluated twice), run it to the end, validate\n"
-        "the top K as the run was told to, and write the same outputs as `tune`: evaluations\n"
-        "table, controls file and validation.json.\n\n"
+        "Continue the search of RUN_DIR from its saved state (a local run's\n"
+        "search_state.json, JSON; a Ray run's Tune experiment), so the budget is kept and no\n"
+        "configuration is evaluated twice; run it to the end, validate the top K as the run\n"
+        "was told to, and write the same outputs as `tune`: evaluations table, controls file\n"
+        "and validation.json.\n\n"
         "  ciq-tune resume ciq-tune-out",
         _resume_args,
         _resume,

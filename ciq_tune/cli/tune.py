@@ -468,40 +468,65 @@ def _search_locally(
     local: LocalWorkers,
 ) -> int:
     """`tune` of one description on this machine's worker processes (`--runtime local`)."""
-    from searchers.local_search import search_locally
+    from searchers.local_search import kernel_engine
 
     strategy, budget = search_budget(args, space)
     write_run_settings(args)
+    engine = kernel_engine(
+        space=space,
+        metric=desc.metric,
+        mode=desc.mode,
+        budget=budget,
+        seed=args.seed,
+        points_to_evaluate=points,
+        workers=local.slots,
+        strategy=strategy,
+        transfer_from=args.earlier,
+    )
+    return run_local_search(args.out, desc, engine, points[0], local, args, settings, writer)
+
+
+def run_local_search(
+    out: Path,
+    desc: Any,
+    engine: Any,
+    baseline: Any,
+    local: LocalWorkers,
+    args: argparse.Namespace,
+    settings: ValidationConfig,
+    writer: MlflowWriter | None,
+) -> int:
+    """A local search of one description to the end of `engine`'s budget (new, or restored by
+    `resume`), its validation and `tune`'s outputs in `out`; a Ctrl+C keeps the evaluations and
+    the engine's state (`resume` continues it)."""
+    from searchers.local_search import search_locally
+
     print(f"placement: {desc.kind}: {local.slots} evaluation(s) at a time on this machine")
+    budget = int(engine.budget.max_evaluations or 0)
     on_result = local_callbacks(desc, desc.metric, budget, args.quiet, args.tracking, writer)
     with graceful_interrupt() as interrupt:
         search = search_locally(
             local_trainable(desc, local.benchmark),
-            space=space,
+            engine,
             metric=desc.metric,
-            mode=desc.mode,
-            budget=budget,
-            seed=args.seed,
-            points_to_evaluate=points,
             workers=local.slots,
-            strategy=strategy,
-            transfer_from=args.earlier,
             on_result=on_result,
             stop=lambda: interrupt.received,
+            checkpoint=out / SEARCH_STATE,
         )
-    write_evaluations(args.out, search.results)
+    write_evaluations(out, search.results)
     if interrupt.received:
-        return report_interrupted(
-            args.out,
-            search.results,
-            f"start again from them with `ciq-tune tune … --transfer-from {args.out}`",
-        )
+        return report_interrupted(out, search.results)
     print_local_throughput(search, local.benchmark)
     measure = None if local.benchmark is None else served_measure_of(desc, local.benchmark)
     validation = validate_best(
-        desc, search.results, points[0], args.validate_top, settings, measure=measure
+        desc, search.results, baseline, args.validate_top, settings, measure=measure
     )
-    return write_outputs(args.out, desc, search.results, None, points, validation)
+    return write_outputs(out, desc, search.results, None, [baseline], validation)
+
+
+SEARCH_STATE = "search_state.json"
+"""A local `tune`'s engine state (JSON), from which `ciq-tune resume` continues it."""
 
 
 def served_measure_of(desc: Any, benchmark: Any) -> Callable[[Any], float]:

@@ -98,14 +98,19 @@ class LocalRun(Generic[Outcome]):
         return executor.submit(_evaluate_in_worker, config)
 
     def run(self) -> None:
+        """Evaluate until the engine's budget is spent (or `stop`); candidates the engine had
+        handed out before (an engine restored from its state) are evaluated first."""
         started = time.perf_counter()
         executor = self._executor()
         pending: dict[Future[Outcome], Candidate] = {}
         refused: Candidate | None = None  # asked, refused by a pool that broke before it ran
+        restored = list(self.engine.pending)
         stopping = False
         try:
             while True:
                 while not stopping and len(pending) < self.workers:
+                    if refused is None and restored:
+                        refused = restored.pop(0)
                     candidate, refused = refused or self.engine.ask(), None
                     if candidate is None:
                         break

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import yaml
 
 import ciq_tune.space as ss
 from searchers.local_search import config_key
+from searchers.local_search import kernel_engine
 from searchers.local_search import search_locally
 from tests.objectives.data.row_scale_description import row_scale_description
 
@@ -37,8 +39,7 @@ def test_a_local_search_keeps_its_workers_busy_and_records_every_result() -> Non
             raise RuntimeError("a bug in the objective")
         return {"status": "ok", "score": config["x"] + config["y"], "compile_s": 0.5}
 
-    search = search_locally(
-        trainable,
+    engine = kernel_engine(
         space=SPACE,
         metric="score",
         mode="min",
@@ -47,6 +48,7 @@ def test_a_local_search_keeps_its_workers_busy_and_records_every_result() -> Non
         points_to_evaluate=[{"x": 13, "y": 1}],
         workers=3,
     )
+    search = search_locally(trainable, engine, metric="score", workers=3)
     records = search.results.records
     assert len(records) == 30 and len({config_key(r.config) for r in records}) == 30
     assert most == 3  # the engine proposes whenever a worker is free
@@ -63,8 +65,7 @@ def test_a_local_search_stops_when_told_and_keeps_what_ran() -> None:
     def trainable(config: dict) -> dict:
         return {"status": "ok", "score": float(config["x"])}
 
-    search = search_locally(
-        trainable,
+    engine = kernel_engine(
         space=SPACE,
         metric="score",
         mode="min",
@@ -72,11 +73,46 @@ def test_a_local_search_stops_when_told_and_keeps_what_ran() -> None:
         seed=1,
         points_to_evaluate=[],
         workers=2,
+    )
+    search = search_locally(
+        trainable,
+        engine,
+        metric="score",
+        workers=2,
         on_result=lambda candidate, result: told.append(candidate.id),
         stop=lambda: len(told) >= 5,
     )
     assert 5 <= len(search.results.records) <= 6  # the one still running is kept
     assert sorted(told) == sorted(r.candidate_id for r in search.results.records)
+
+
+def test_a_restored_search_evaluates_what_it_had_handed_out_then_goes_on(tmp_path: Path) -> None:
+    from ciq_tune.engine import Engine
+
+    def trainable(config: dict) -> dict:
+        return {"status": "ok", "score": float(config["x"] + config["y"])}
+
+    engine = kernel_engine(
+        space=SPACE,
+        metric="score",
+        mode="min",
+        budget=20,
+        seed=2,
+        points_to_evaluate=[],
+        workers=2,
+    )
+    out_for_good = [engine.ask() for _ in range(3)]  # handed out, never told: a hard stop
+    state = tmp_path / "state.json"
+    search_locally(
+        trainable, engine, metric="score", workers=2, stop=lambda: True, checkpoint=state
+    )
+    restored = Engine.from_state(json.loads(state.read_text()), space=SPACE)
+    search = search_locally(trainable, restored, metric="score", workers=2, checkpoint=state)
+    records = search.results.records
+    assert len(records) == 20 and len({config_key(r.config) for r in records}) == 20
+    handed_out = {config_key(c.config) for c in out_for_good if c is not None}
+    assert handed_out <= {config_key(r.config) for r in records}
+    assert json.loads(state.read_text())["pending"] == []
 
 
 @pytest.mark.slow
@@ -171,8 +207,21 @@ def test_ctrl_c_keeps_a_local_searchs_evaluations_and_exits_130(tmp_path: Path) 
     assert proc.returncode == 130, printed
     assert "Traceback" not in printed
     kept = [line for line in printed.splitlines() if line.startswith("interrupted: ")]
-    assert len(kept) == 1 and "--transfer-from" in kept[0]
+    assert len(kept) == 1 and f"ciq-tune resume {out}" in kept[0]
     count = int(kept[0].split()[1])
     assert 0 < count < 100
     assert len((out / "evaluations.csv").read_text().splitlines()) == count + 1
     assert not (out / "row_scale.controls.yaml").exists()
+    # The engine's state (JSON) lets `resume` finish it: the budget kept, nothing twice.
+    resumed = subprocess.run(
+        [sys.executable, "-m", "ciq_tune.cli", "resume", str(out), "--num-cpus", "2"],
+        env={**_env(), "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    with (out / "evaluations.csv").open() as handle:
+        configs = [row["config_json"] for row in csv.DictReader(handle)]
+    assert len(configs) == len(set(configs)) == 100
+    assert (out / "row_scale.controls.yaml").exists()
