@@ -135,6 +135,22 @@ def _run_settings(text: str) -> Callable[[Path], list[str]]:
     return make
 
 
+def _search_state(text: str | None) -> Callable[[Path], list[str]]:
+    """`resume` of a local run whose saved engine state is `text` (None: a FIFO)."""
+
+    def make(folder: Path) -> list[str]:
+        (folder / "k.ptx").write_text("// kernel\n")
+        (folder / "k.yaml").write_text(BASE_DESCRIPTION)
+        (folder / "run.json").write_text(json.dumps({"description": str(folder / "k.yaml")}))
+        if text is None:
+            _make_special(folder / "search_state.json", "fifo")
+        else:
+            (folder / "search_state.json").write_text(text)
+        return ["resume", str(folder)]
+
+    return make
+
+
 def _timings(text: str | bytes, suffix: str = ".json") -> Callable[[Path], list[str]]:
     def make(folder: Path) -> list[str]:
         bad = folder / f"bad{suffix}"
@@ -354,6 +370,13 @@ CASES = [
     ),
     Case("run-json-no-description", _run_settings('{"budget": 3}'), "field `description`"),
     Case("run-json-fifo", _special("fifo", "resume"), "a FIFO"),
+    Case("search-state-fifo", _search_state(None), "a FIFO"),
+    Case(
+        "search-state-another-space",
+        _search_state('{"schema": 1, "space": {"params": {}}, "records": []}'),
+        "field `space`",
+    ),
+    Case("search-state-deep", _search_state("[" * 1000 + "]" * 1000), "nested 1000"),
     Case("timings-nan", _timings("[1.0, NaN]"), "NaN is not a JSON value"),
     Case("timings-utf16", _timings("1.0 2.0".encode("utf-16"), ".txt"), "UTF-16"),
     Case("timings-deep", _timings("[" * 1000 + "]" * 1000), "nested 1000"),
