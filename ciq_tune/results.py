@@ -178,7 +178,7 @@ class SearchResults:
             }
             for o in self.objectives:
                 row[o.name] = r.values[o.name] if r.values else np.nan
-            for key, value in _flatten(r.config).items():
+            for key, value in flatten_config(r.config).items():
                 row[f"config/{key}"] = value
             row["config_json"] = json.dumps(r.config, sort_keys=True)
             rows.append(row)
@@ -256,8 +256,8 @@ def config_size(config: Any) -> int:
     """How many values a configuration sets: its compiler controls when it has a "controls"
     part (a knocked-out control is absent: the compiler's default), else all its values."""
     if isinstance(config, Mapping) and isinstance(config.get("controls"), Mapping):
-        return len(_flatten(config["controls"]))
-    return len(_flatten(config))
+        return len(flatten_config(config["controls"]))
+    return len(flatten_config(config))
 
 
 def tie_break(config: Any) -> tuple[int, str]:
@@ -271,11 +271,13 @@ def one_line_error(error: Any) -> str:
     return lines[-1] if lines else ""
 
 
-def _flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+def flatten_config(config: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested configuration as ``{"params/BLOCK": 64, …}`` (table columns, MLflow
+    parameters); a list is one JSON string."""
     if isinstance(config, Mapping):
         out: dict[str, Any] = {}
         for k, v in config.items():
-            out.update(_flatten(v, f"{prefix}{k}/"))
+            out.update(flatten_config(v, f"{prefix}{k}/"))
         return out
     if isinstance(config, list):
         return {prefix.rstrip("/"): json.dumps(config)}

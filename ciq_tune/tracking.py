@@ -444,6 +444,8 @@ class EvaluationTracker:
 
     def record(self, evaluation: int, config: Any, metrics: Mapping[str, Any], *, ok: bool) -> None:
         """One evaluation: its configuration, its numeric metrics, its ``error`` text."""
+        from ciq_tune.results import flatten_config
+
         if self.config.backend == "log":
             logger.info("evaluation %d config=%s result=%s", evaluation, config, dict(metrics))
         if self.writer is None:
@@ -462,7 +464,7 @@ class EvaluationTracker:
                     "trial": key,
                     "name": f"evaluation_{key}",
                     "tags": self.tags,
-                    "params": _flat(config),
+                    "params": flatten_config(config),
                 }
             )
             self.writer.send({"kind": "metrics", "trial": key, "metrics": numbers, "step": 1})
@@ -473,16 +475,6 @@ class EvaluationTracker:
         except TrackingUnavailable as exc:
             logger.warning("tracking is off for this search: %s", exc)
             self.writer = None
-
-
-def _flat(config: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested configuration as ``{"params/BLOCK": 64, …}`` (MLflow parameters)."""
-    if isinstance(config, Mapping):
-        out: dict[str, Any] = {}
-        for key, value in config.items():
-            out.update(_flat(value, f"{prefix}{key}/"))
-        return out
-    return {prefix.rstrip("/") or "value": config}
 
 
 # How long the writer gathers events after the first one of a batch (seconds): a trial's start,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -12,10 +11,10 @@ from typing import Any
 from ciq_tune.controls import detect_catalog
 from ciq_tune.errors import ConstraintError
 from ciq_tune.errors import DescriptionError
-from ciq_tune.errors import MeasurementError
 from ciq_tune.errors import SpaceError
 from ciq_tune.space import SearchSpace
 from objectives._stages import Benchmarker
+from objectives._stages import metric_value
 from objectives.description import ENERGY_METRICS
 from objectives.description import KernelDescription
 from objectives.description import load_description
@@ -132,16 +131,7 @@ def make_measure(description: KernelDescription) -> Callable[[Any], float]:
         evaluate = make_trainable(description)
 
     def measure(config: Any) -> float:
-        result = evaluate(config)
-        value = result.get(description.metric)
-        if result.get("status") != "ok" or not isinstance(value, int | float):
-            raise MeasurementError(
-                f"{description.name}: {result.get('status')} when re-measuring {config}: "
-                f"{str(result.get('error', ''))[-500:]}"
-            )
-        if not math.isfinite(value):
-            raise MeasurementError(f"{description.name}: {description.metric}={value} for {config}")
-        return float(value)
+        return metric_value(description.name, description.metric, evaluate(config), config)
 
     return measure
 

@@ -29,6 +29,7 @@ from dataclasses import field
 from typing import Any
 from typing import Protocol
 
+from ciq_tune.errors import MeasurementError
 from objectives._isolate import IsolatedWorker
 from objectives._isolate import run_isolated
 
@@ -115,6 +116,24 @@ def benchmark_here(request: BenchmarkRequest) -> dict[str, Any]:
 def _close_bench_workers() -> None:
     for worker in _BENCH_WORKERS.values():
         worker.close()
+
+
+def metric_value(name: str, metric: str, result: Mapping[str, Any], config: Any) -> float:
+    """`result`'s finite `metric` for one re-measurement of `config` of kernel `name`.
+
+    Raises:
+        MeasurementError: the run failed (its status and the tail of its error) or its value is
+            not a finite number.
+    """
+    value = result.get(metric)
+    if result.get("status") != "ok" or not isinstance(value, int | float):
+        raise MeasurementError(
+            f"{name}: {result.get('status')} when re-measuring {config}: "
+            f"{str(result.get('error', ''))[-500:]}"
+        )
+    if not math.isfinite(value):
+        raise MeasurementError(f"{name}: {metric}={value} for {config}")
+    return float(value)
 
 
 def ready(payload: Any, progress: Callable[[str], None]) -> dict[str, Any]:

@@ -12,7 +12,6 @@ itself plus a pipe round trip, not a worker start, a compile-cache load and a ch
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from objectives._arrays import arrays_for
 from objectives._bench import timing_sets
 from objectives._stages import Benchmarker
 from objectives._stages import BenchmarkRequest
+from objectives._stages import metric_value
 from objectives.description import KernelDescription
 from objectives.protocol import BACK_TO_BACK_PROTOCOL
 from objectives.remeasure import ConfigRounds
@@ -82,15 +82,6 @@ def served_measure(
             run_timeout_s=desc.timeouts.run_s,
             preload=preload,
         )
-        result = benchmark(request)
-        value = result.get("time_ms")
-        if result.get("status") != "ok" or not isinstance(value, int | float):
-            raise MeasurementError(
-                f"{desc.name}: {result.get('status')} when re-measuring {config}: "
-                f"{str(result.get('error', ''))[-500:]}"
-            )
-        if not math.isfinite(value):
-            raise MeasurementError(f"{desc.name}: time_ms={value} for {config}")
-        return float(value)
+        return metric_value(desc.name, "time_ms", benchmark(request), config)
 
     return measure

@@ -49,6 +49,7 @@ from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.remeasure import ConfigRounds
 from objectives.served_rounds import SERVED_WARMUP_ROUNDS
 from objectives.served_rounds import served_measure
+from searchers.placement import ray_is_up
 
 if TYPE_CHECKING:
     from ray import tune
@@ -357,7 +358,7 @@ class _Rounds:
         self.served = benchmark is not None
         self._preload = _preload(desc.kind) if benchmark is not None else ()
         self._gpus = 0
-        if benchmark is None and _ray_is_up() and desc.kind != "ptx":
+        if benchmark is None and ray_is_up() and desc.kind != "ptx":
             import ray
 
             self._gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
@@ -395,14 +396,6 @@ def _preload(kind: str) -> tuple[str, ...]:
     from objectives import benchmark_worker_setup
 
     return benchmark_worker_setup(kind)[0]
-
-
-def _ray_is_up() -> bool:
-    """Whether this process runs Ray (looked up, never imported here)."""
-    import sys
-
-    ray = sys.modules.get("ray")
-    return ray is not None and bool(ray.is_initialized())
 
 
 class _BucketMeasure:

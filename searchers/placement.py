@@ -123,6 +123,14 @@ def plan_placement(
     )
 
 
+def ray_is_up() -> bool:
+    """Whether this process runs Ray (looked up, never imported here: it takes seconds)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(ray.is_initialized())
+
+
 def search_throughput(
     trials: Sequence[Mapping[str, Any]], *, wall_s: float, gpus: int, concurrency: int
 ) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         choices=["auto", "local", "ray"],
         default="auto",
         help="where the search runs: local, worker processes on this machine (every CPU but "
-        "one compiles, one benchmark worker per GPU times; no Ray to start); ray, Ray Tune "
+        "one compiles, two benchmark workers per GPU time; no Ray to start); ray, Ray Tune "
         "trials on a Ray cluster (a local one without --address); auto (default): ray with "
         "--address, RAY_ADDRESS, --stages or several descriptions, else local",
     )
@@ -652,7 +652,9 @@ def validate_best(
     from objectives import measurement_is_exact
 
     k = VALIDATE_TOP if top_k is None else top_k
-    on_ray = _ray_is_up()
+    from searchers.placement import ray_is_up
+
+    on_ray = ray_is_up()
     skip = None
     if desc.kind in ("triton", "helion") and not _gpus_here(on_ray):
         skip = NO_GPU_REASON
@@ -701,14 +703,6 @@ def validate_best(
         ray.remote(num_cpus=1, num_gpus=gpus)(validate_top).remote()
     )
     return validation
-
-
-def _ray_is_up() -> bool:
-    """Whether this process runs Ray (imported only when something else imported it)."""
-    import sys
-
-    ray = sys.modules.get("ray")
-    return ray is not None and bool(ray.is_initialized())
 
 
 def _gpus_here(on_ray: bool) -> bool:

@@ -23,21 +23,26 @@ def _request(seconds: float) -> BenchmarkRequest:
     )
 
 
+def _at_once(workers: GpuWorkers, requests: int, seconds: float) -> tuple[list[dict], float]:
+    """`requests` requests of `seconds` each sent together; their results and the wall time."""
+    results: list[dict] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(workers(_request(seconds))))
+        for _ in range(requests)
+    ]
+    t0 = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results, time.perf_counter() - t0
+
+
 def test_two_workers_per_gpu_serve_two_requests_at_once_each_seeing_its_gpu() -> None:
     workers = GpuWorkers(gpus=["0", "1"], per_gpu=2)
     try:
         workers.wait_warm()
-        results: list[dict] = []
-        threads = [
-            threading.Thread(target=lambda: results.append(workers(_request(1.0))))
-            for _ in range(4)
-        ]
-        t0 = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        wall = time.perf_counter() - t0
+        results, wall = _at_once(workers, 4, 1.0)
     finally:
         workers.close()
     assert all(r["status"] == "ok" for r in results)
@@ -50,17 +55,7 @@ def test_two_workers_per_gpu_serve_two_requests_at_once_each_seeing_its_gpu() ->
 def test_a_request_waits_for_a_free_worker() -> None:
     workers = GpuWorkers(gpus=[], per_gpu=2)  # no GPU: one CPU worker
     try:
-        results: list[dict] = []
-        threads = [
-            threading.Thread(target=lambda: results.append(workers(_request(0.5))))
-            for _ in range(2)
-        ]
-        t0 = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        wall = time.perf_counter() - t0
+        results, wall = _at_once(workers, 2, 0.5)
     finally:
         workers.close()
     assert len({r["pid"] for r in results}) == 1 and wall >= 1.0  # one after the other
