@@ -19,6 +19,7 @@ from ciq_tune.controls import controls_file as cf
 from ciq_tune.controls.matrix import Matrix
 from ciq_tune.controls.matrix import MatrixEntry
 from ciq_tune.controls.matrix import ShapeResult
+from ciq_tune.controls.simplify import validate_and_simplify
 from ciq_tune.errors import CiqTuneError
 from ciq_tune.errors import MeasurementError
 from ciq_tune.results import Objective
@@ -26,7 +27,6 @@ from ciq_tune.results import SearchResults
 from ciq_tune.space import SearchSpace
 from ciq_tune.validation import SearchValidation
 from ciq_tune.validation import ValidationConfig
-from ciq_tune.validation import validate_search
 from objectives import make_measure
 from objectives import make_search_space
 from objectives import make_trainable
@@ -188,8 +188,11 @@ def tune_matrix(
             raise MatrixInterrupted(results, shapes)
         ranked = _bucket_results(desc, group, results, shapes, base_values)
         outcome = _outcome(desc, group, ranked, baseline, base_values, settings, rounds)
-        outcome.helion_config = _helion_config(rows.get(_config_key(outcome.winner), {}))
-        winner_values = _values_at(results, shapes, outcome.winner, n)
+        # The search's values of the configuration it evaluated (before any simplification).
+        searched = outcome.validation.winner
+        evaluated = outcome.winner if searched is None else searched.config
+        outcome.helion_config = _helion_config(rows.get(_config_key(evaluated), {}))
+        winner_values = _values_at(results, shapes, evaluated, n)
         outcome.winner_values = [winner_values[i] for i in group.indices]
         outcomes.append(outcome)
     return MatrixSearch(results, shapes, outcomes)
@@ -343,7 +346,7 @@ def _validate(
     config = settings.validation
     if rounds.served:
         config = config.model_copy(update={"warmup": min(config.warmup, SERVED_WARMUP_ROUNDS)})
-    validate = functools.partial(validate_search, k=settings.validate_top, config=config)
+    validate = functools.partial(validate_and_simplify, k=settings.validate_top, config=config)
     return rounds.run(validate, results, measure, baseline)
 
 
@@ -442,6 +445,9 @@ class _BucketMeasure:
 def _winner(
     results: SearchResults, validation: SearchValidation, baseline: dict[str, Any]
 ) -> dict[str, Any]:
+    if validation.simplification is not None:  # the winner without the controls that do nothing
+        simplified: dict[str, Any] = validation.simplification["config"]
+        return simplified
     if validation.winner is not None:
         config: dict[str, Any] = validation.winner.config
         return config

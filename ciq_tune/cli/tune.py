@@ -645,9 +645,8 @@ def validate_best(
     """Re-measure the search's top-k against the baseline, or say why not: with `measure`
     (one round on the search's benchmark worker) in this process, else with fresh evaluations
     in a Ray task holding a GPU (while Ray is up) or, without Ray, in this process."""
-    from ciq_tune.controls.simplify import simplify_timed
+    from ciq_tune.controls.simplify import validate_and_simplify
     from ciq_tune.validation import SearchValidation
-    from ciq_tune.validation import validate_search
     from objectives import make_measure
     from objectives import measurement_is_exact
 
@@ -684,13 +683,8 @@ def validate_best(
     )
 
     def validate_top() -> SearchValidation:
-        validation = validate_search(results, rounds, baseline, k=k, config=settings)
-        winner = validation.winner
-        if winner is not None and any((winner.config.get("controls") or {}).values()):
-            # Only what earns its place: each control of the winner, re-measured without it.
-            simplified = simplify_timed(winner.config, rounds, settings=settings)
-            validation = validation.model_copy(update={"simplification": simplified})
-        return validation
+        # Only what earns its place: each control of the winner, re-measured without it.
+        return validate_and_simplify(results, rounds, baseline, k=k, config=settings)
 
     if measure is not None or not on_ray:
         return validate_top()

@@ -11,8 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ciq_tune.errors import CiqTuneError
+from ciq_tune.results import SearchResults
+from ciq_tune.validation import SearchValidation
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import validate
+from ciq_tune.validation import validate_search
 
 
 def simplify_controls(
@@ -125,3 +128,21 @@ def simplify_timed(
                 current = without
                 dropped.setdefault(catalog, {})[name] = controls[catalog][name]
     return {"config": current, "dropped": dropped, "kept": kept}
+
+
+def validate_and_simplify(
+    results: SearchResults,
+    measure: Callable[[Any], float],
+    baseline: Any,
+    *,
+    k: int,
+    config: ValidationConfig,
+) -> SearchValidation:
+    """`ciq_tune.validation.validate_search`, then the winner without the controls that do not
+    earn their place (`simplify_timed`, recorded as the validation's `simplification`)."""
+    validation = validate_search(results, measure, baseline, k=k, config=config)
+    winner = validation.winner
+    if winner is not None and any((winner.config.get("controls") or {}).values()):
+        simplified = simplify_timed(winner.config, measure, settings=config)
+        validation = validation.model_copy(update={"simplification": simplified})
+    return validation

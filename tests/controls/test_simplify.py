@@ -73,3 +73,39 @@ def test_a_timed_winner_keeps_only_the_controls_faster_beyond_noise() -> None:
     kept = result["kept"]["triton"]["num_warps"]
     assert kept["speedup"] == pytest.approx(1.10, rel=0.02) and kept["speedup_ci"][0] > 1.0
     assert kept["rounds"] == 10  # a clear effect decides at the first look
+
+
+def test_a_matrix_buckets_winner_ships_without_the_controls_that_do_nothing() -> None:
+    # One bucket's validation with a timed metric: the search's best (num_warps 4 and an inert
+    # cache modifier) is 10 % faster than the baseline; only num_warps makes it so.
+    import numpy as np
+
+    from ciq_tune.controls.simplify import validate_and_simplify
+    from ciq_tune.results import EvaluationRecord
+    from ciq_tune.results import Objective
+    from ciq_tune.results import SearchResults
+    from ciq_tune.validation import ValidationConfig
+    from searchers.matrix_search import _winner
+
+    baseline = {"params": {"BLOCK": 64}, "controls": {"triton": {}}}
+    best = {"params": {"BLOCK": 64}, "controls": {"triton": {"num_warps": 4, "cache": "cg"}}}
+    rng = np.random.default_rng(0)
+
+    def measure(config: dict) -> float:
+        fast = config["controls"]["triton"].get("num_warps") == 4
+        return float((0.9 if fast else 1.0) * rng.normal(1.0, 0.01))
+
+    records = [
+        EvaluationRecord(i, 0, config, (), str(i), "initial", "ok", {"m": value}, 0.0)
+        for i, (config, value) in enumerate([(baseline, 1.0), (best, 0.9)])
+    ]
+    results = SearchResults([Objective(name="m", mode="min")], records)
+    validation = validate_and_simplify(
+        results, measure, baseline, k=1, config=ValidationConfig(repetitions=20)
+    )
+    assert validation.outcome == "kept"
+    assert validation.simplification is not None
+    assert validation.simplification["dropped"] == {"triton": {"cache": "cg"}}
+    assert set(validation.simplification["kept"]["triton"]) == {"num_warps"}
+    shipped = {"params": {"BLOCK": 64}, "controls": {"triton": {"num_warps": 4}}}
+    assert _winner(results, validation, baseline) == shipped
