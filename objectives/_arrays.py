@@ -123,6 +123,10 @@ class ArrayLibrary(Protocol):
         """A fresh random array (never zeros); `init` as in `objectives._bench.random_tensor`."""
         ...
 
+    def as_strided(self, array: Any, shape: Sequence[int], strides: Sequence[int]) -> Any:
+        """A view of 1-d `array` with `shape` and `strides` (in elements)."""
+        ...
+
     def poison_(self, array: Any) -> Any:
         """Fill `array` in place with a value a correct kernel never leaves behind."""
         ...
@@ -241,6 +245,11 @@ class TorchArrays:
         from objectives._bench.inputs import random_tensor
 
         return random_tensor(shape, self._dtype(dtype), init, generator=generator, device=device)
+
+    def as_strided(self, array: Any, shape: Sequence[int], strides: Sequence[int]) -> Any:
+        import torch
+
+        return torch.as_strided(array, tuple(shape), tuple(strides))
 
     def poison_(self, array: Any) -> Any:
         from objectives._bench.inputs import poison_
@@ -384,6 +393,12 @@ class CupyArrays:
         else:
             array = cupy.ones(shape, dtype=cupy.float32)
         return array.astype(target)
+
+    def as_strided(self, array: Any, shape: Sequence[int], strides: Sequence[int]) -> Any:
+        from cupy.lib.stride_tricks import as_strided
+
+        steps = tuple(int(s) * array.itemsize for s in strides)
+        return as_strided(array, shape=tuple(shape), strides=steps)
 
     def poison_(self, array: Any) -> Any:
         cupy = self.xp

@@ -17,6 +17,8 @@ The description names each tensor dimension after its first appearance (``X_ptr_
 reuses the name wherever the same values recur (a weight's length, a stride of a contiguous
 tensor); integer arguments become `arguments` over those sizes (``X_row_stride: X_ptr_dim1``,
 ``n_elements: x_dim0 * x_dim1``), a constant, or a size of their own; floats become `scalars`.
+A tensor launched as a view (a slice of a wider tensor, a weight broadcast with stride 0) keeps
+its layout: its `strides`, each 0, 1 or a size (``x_stride0``).
 The grid is written over the sizes when each axis is a size, a constant, ``ceil(size / c)``
 or, for a grid of the autotuned meta-parameters (probed with each configuration of the
 kernel's own autotuner), ``ceil(size / PARAM)``. The reference is the kernel as shipped
@@ -210,19 +212,24 @@ def describe(launches: KernelLaunches) -> dict[str, Any]:
     inputs = []
     for name in tensors:
         spec = firsts[0][name]
-        laid_out = [f[name] for f in firsts if not _is_contiguous(f[name])]
-        if laid_out:
-            raise DescriptionError(
-                f"{launches.name}: argument `{name}` was launched non-contiguous (strides "
-                f"{laid_out[0].strides} for shape {laid_out[0].shape}); a description creates "
-                "contiguous inputs, so write this kernel's description by hand"
-            )
         dims = [
             size_for([f[name].shape[d] for f in firsts], f"{name}_dim{d}")
             for d in range(len(spec.shape))
         ]
         init = "randn" if "float" in spec.dtype else "randint"
-        inputs.append({"name": name, "shape": dims, "dtype": spec.dtype, "init": init})
+        entry: dict[str, Any] = {"name": name, "shape": dims, "dtype": spec.dtype, "init": init}
+        if not all(_is_contiguous(f[name]) for f in firsts):
+            # A view (a slice of a wider tensor, a broadcast weight): its strides, each a
+            # constant or a size of its own.
+            steps: list[int | str] = []
+            for d in range(len(spec.shape)):
+                seen = [f[name].strides[d] for f in firsts]
+                if len(set(seen)) == 1 and seen[0] in (0, 1):
+                    steps.append(seen[0])
+                else:
+                    steps.append(size_for(seen, f"{name}_stride{d}"))
+            entry["strides"] = steps
+        inputs.append(entry)
     dims_named = set(sizes)
     arguments: dict[str, str] = {}
     scalars: dict[str, float] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -106,12 +107,17 @@ class _Strict(BaseModel):
 class InputSpec(_Strict):
     """One tensor argument of the kernel, created fresh for every check.
 
-    `shape` items are integers or names of `sizes`. `init` is never zeros, so that a kernel
-    that does not write its output cannot pass the correctness check by accident.
+    `shape` items are integers or names of `sizes`. `strides` (elements per step of each
+    dimension, integers or names of `sizes`; default: contiguous, row-major) lays the tensor
+    out as a view of a larger buffer: a row stride larger than the row (a slice of a wider
+    matrix), or 0 for a broadcast input (a weight shared by every row). `init` is never zeros,
+    so that a kernel that does not write its output cannot pass the correctness check by
+    accident.
     """
 
     name: str
     shape: list[int | str] = Field(default_factory=list)
+    strides: list[int | str] | None = None
     dtype: str = "float32"
     init: Literal["randn", "rand", "randint", "ones"] = "randn"
 
@@ -121,6 +127,37 @@ class InputSpec(_Strict):
         if value not in _DTYPES:
             raise ValueError(f"dtype={value!r} is not one of {list(_DTYPES)}")
         return value
+
+
+def _check_strides(spec: InputSpec, size_names: set[str], *, output: bool) -> None:
+    """An input's `strides`: one per dimension, each a size's name or an integer >= 0 (> 0
+    for an output: two elements written at one address would race).
+
+    Raises:
+        ValueError: a stride breaks that rule.
+    """
+    if spec.strides is None:
+        return
+    if len(spec.strides) != len(spec.shape):
+        raise ValueError(
+            f"input {spec.name!r} has {len(spec.strides)} strides for its {len(spec.shape)} "
+            "dimensions; give one per dimension"
+        )
+    for step in spec.strides:
+        if isinstance(step, str) and step not in size_names:
+            raise ValueError(
+                f"input {spec.name!r} has stride {step!r}, which is not in `sizes` "
+                f"{sorted(size_names)}"
+            )
+        if isinstance(step, int) and (step < 0 or (output and step == 0)):
+            raise ValueError(
+                f"input {spec.name!r} has stride {step}: strides are >= 0"
+                + (
+                    ", and > 0 for an output (a stride of 0 writes one address twice)"
+                    if output
+                    else ""
+                )
+            )
 
 
 class Tolerance(_Strict):
@@ -347,6 +384,7 @@ class KernelDescription(_Strict):
                     )
                 if isinstance(dim, int) and dim < 0:
                     raise ValueError(f"input {spec.name!r} has a negative shape item {dim}")
+            _check_strides(spec, size_names, output=spec.name in self.outputs)
         missing = [o for o in self.outputs if o not in names]
         if missing:
             raise ValueError(f"outputs {missing} are not names of `inputs` {sorted(names)}")
@@ -467,6 +505,22 @@ class KernelDescription(_Strict):
     def shape_of(self, spec: InputSpec) -> tuple[int, ...]:
         """Concrete shape of an input, with names of `sizes` replaced by their values."""
         return tuple(self.sizes[d] if isinstance(d, str) else d for d in spec.shape)
+
+    def strides_of(self, spec: InputSpec) -> tuple[int, ...] | None:
+        """Concrete strides of an input laid out as a view (`InputSpec.strides`), else None."""
+        if spec.strides is None:
+            return None
+        return tuple(self.sizes[d] if isinstance(d, str) else d for d in spec.strides)
+
+    def elements_of(self, spec: InputSpec) -> int:
+        """Elements of the buffer behind an input: its shape's product, or for a view the
+        extent its strides reach."""
+        shape, strides = self.shape_of(spec), self.strides_of(spec)
+        if strides is None:
+            return math.prod(shape)
+        if 0 in shape:
+            return 0
+        return 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
 
     def launch(self, config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
         """Evaluate `grid` and `block` for a configuration of `params` (and `sizes`).

@@ -15,6 +15,7 @@ from ciq_tune.runtime.triton_kernel import KernelEntry
 from objectives import _trainable
 from objectives._bench import check_and_time
 from objectives._bench import split_config
+from objectives._bench.inputs import copy_laid_out
 from objectives._stages import Benchmarker
 from objectives.description import KernelDescription
 from objectives.matrix import compile_key
@@ -99,7 +100,7 @@ def shipped_outputs(desc: KernelDescription, tensors: Mapping[str, Any]) -> list
     defaults = space.decode(space.default_genes()).get("params", {})
     entry = kernel_entry(str(desc.source), str(desc.entry))
     shipped = getattr(load_module(str(desc.source)), str(desc.entry))
-    copies = {name: tensor.clone() for name, tensor in tensors.items()}
+    copies = {name: copy_laid_out(tensor) for name, tensor in tensors.items()}
     # Bound as the search binds, without the heuristics: the shipped launch runs its own.
     args, named = replace(entry, heuristics=()).bind(
         copies, {**desc.launch_arguments(), **desc.scalars}

@@ -107,15 +107,35 @@ def make_inputs(
     """A fresh random set of every input of `desc` (outputs included, then poisoned), drawn on
     `device` with `arrays` (torch tensors by default, CuPy arrays for CUDA C++)."""
     gen = arrays.generator(seed, device)
-    tensors = {
-        spec.name: arrays.random_array(
-            desc.shape_of(spec), spec.dtype, spec.init, generator=gen, device=device
-        )
-        for spec in desc.inputs
-    }
+    tensors = {}
+    for spec in desc.inputs:
+        strides = desc.strides_of(spec)
+        if strides is None:
+            shape = desc.shape_of(spec)
+            tensors[spec.name] = arrays.random_array(
+                shape, spec.dtype, spec.init, generator=gen, device=device
+            )
+        else:  # a view of a buffer as long as its strides reach
+            buffer = arrays.random_array(
+                (desc.elements_of(spec),), spec.dtype, spec.init, generator=gen, device=device
+            )
+            tensors[spec.name] = arrays.as_strided(buffer, desc.shape_of(spec), strides)
     for name in desc.outputs:
         arrays.poison_(tensors[name])
     return tensors
+
+
+def copy_laid_out(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of `tensor` with its strides (a view of a buffer, `InputSpec.strides`, is copied
+    with its buffer; `clone` would make a broadcast or sliced input contiguous)."""
+    import torch
+
+    base = tensor._base
+    if base is None:
+        return tensor.clone()
+    return torch.as_strided(
+        base.clone(), tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset()
+    )
 
 
 def reference_outputs(
@@ -174,14 +194,14 @@ class _TimingSetCache:
         protocol: MeasurementProtocol,
         arrays: ArrayLibrary,
     ) -> list[dict[str, Any]]:
-        shapes = [(s.name, desc.shape_of(s), s.dtype, s.init) for s in desc.inputs]
+        shapes = [
+            (s.name, desc.shape_of(s), desc.strides_of(s), s.dtype, s.init) for s in desc.inputs
+        ]
         key = json.dumps(
             [desc.name, device, arrays.name, shapes, protocol.rotate_bytes, protocol.max_rotate]
         )
         if key not in self._sets:
-            set_bytes = sum(
-                math.prod(desc.shape_of(s)) * arrays.itemsize(s.dtype) for s in desc.inputs
-            )
+            set_bytes = sum(desc.elements_of(s) * arrays.itemsize(s.dtype) for s in desc.inputs)
             n_rotate = protocol.n_rotate(set_bytes)
             while self._sets and (
                 len(self._sets) >= self.KEPT_SHAPES

@@ -121,6 +121,48 @@ def test_a_grid_of_the_autotuned_block_is_written_over_it(tmp_path: Path) -> Non
     assert evaluated["status"] == "ok", evaluated.get("error")
 
 
+SLICED_PROGRAM = """
+import json, sys
+import torch
+import ciq_tune
+from objectives.triton_entry import load_module
+kernel = load_module(sys.argv[2]).rms_norm_heuristic
+torch.manual_seed(0)
+with ciq_tune.capture("rms_norm_heuristic", out=sys.argv[1]):
+    for rows in (5, 3):
+        wide = torch.randn(rows, 96)
+        x = wide[:, 16:56]  # a slice: rows 96 apart, 40 long
+        y = torch.empty(rows, 40)
+        kernel[(rows,)](y, y.stride(0), x, x.stride(0), torch.randn(40), 40, 1e-6)
+json.dump({}, sys.stdout)
+"""
+
+
+def test_a_sliced_input_is_described_with_its_strides_and_evaluates(tmp_path: Path) -> None:
+    run_interpreted(SLICED_PROGRAM, str(tmp_path), str(KERNEL))
+    data = yaml.safe_load((tmp_path / "rms_norm_heuristic.yaml").read_text())
+    inputs = {i["name"]: i for i in data["inputs"]}
+    assert inputs["X_ptr"]["strides"] == ["X_ptr_stride0", 1]
+    assert "strides" not in inputs["Y_ptr"] and "strides" not in inputs["W_ptr"]
+    assert data["arguments"]["X_row_stride"] == "X_ptr_stride0"
+    assert [s["X_ptr_stride0"] for s in data["shapes"]] == [96, 96]
+    evaluated = run_interpreted(
+        """
+        import json, sys
+        from objectives import load_description, make_trainable
+        from objectives._bench import make_inputs
+        desc = load_description(sys.argv[1])
+        x = make_inputs(desc.at_shape(desc.matrix()[0]), seed=1, device="cpu")["X_ptr"]
+        result = make_trainable(desc)({"params": {"num_warps": 2, "num_stages": 1}})
+        out = {k: v for k, v in result.items() if isinstance(v, str)}
+        json.dump({**out, "x": [list(x.shape), list(x.stride())]}, sys.stdout)
+        """,
+        str(tmp_path / "rms_norm_heuristic.yaml"),
+    )
+    assert evaluated["x"] == [[5, 40], [96, 1]]  # made as the program launched it
+    assert evaluated["status"] == "ok", evaluated.get("error")
+
+
 def test_what_a_description_cannot_give_is_refused_with_the_argument() -> None:
     entry = KernelEntry(jit=None, parameters=("x_ptr", "y_ptr", "n", "flag"))
 
@@ -131,9 +173,10 @@ def test_what_a_description_cannot_give_is_refused_with_the_argument() -> None:
         recorded.counts[("one",)] = 1
         return recorded
 
+    # A view keeps its layout: its strides, each a constant or a size.
     transposed = Tensor((8, 8), "float32", (1, 8))
-    with pytest.raises(DescriptionError, match=r"`x_ptr` was launched non-contiguous"):
-        describe(launches(transposed, 1.0))
+    (x,) = [i for i in describe(launches(transposed, 1.0))["inputs"] if i["name"] == "x_ptr"]
+    assert x["strides"] == [1, "x_ptr_dim0"]
     with pytest.raises(DescriptionError, match=r"`flag` was launched as None"):
         describe(launches(Tensor((8, 8), "float32", (8, 1)), None))
     # A length-1 dimension's stride does not matter.

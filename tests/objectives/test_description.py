@@ -102,6 +102,19 @@ def test_full_description_converts_params_to_space_primitives(tmp_path: Path) ->
         ("kind: ptx\nsource: kernel.ptx\noutputs: [z]\n", "outputs"),
         ("kind: ptx\nsource: kernel.ptx\nparams: {a: {choice: [1, 2], default: 3}}\n", "params.a"),
         ("kind: helion\nsource: kernel.py\nentry: matmul\n", "outputs"),
+        (
+            "kind: ptx\nsource: kernel.ptx\ninputs: [{name: a, shape: [4], strides: [1, 1]}]\n",
+            "1 dimensions",
+        ),
+        (
+            "kind: ptx\nsource: kernel.ptx\ninputs: [{name: a, shape: [4], strides: [S]}]\n",
+            "'S'",
+        ),
+        (
+            "kind: ptx\nsource: kernel.ptx\ninputs: [{name: a, shape: [4], strides: [0]}]\n"
+            "outputs: [a]\n",
+            "writes one address twice",
+        ),
     ],
 )
 def test_bad_description_names_file_and_field(tmp_path: Path, text: str, field: str) -> None:
@@ -156,3 +169,16 @@ def test_controls_of_another_compiler_are_an_error(
     )
     with pytest.raises(DescriptionError, match=rf"\['{catalog}'\] do not apply to kind '{kind}'"):
         load_description(path)
+
+
+def test_a_strided_input_reaches_as_far_as_its_strides(tmp_path: Path) -> None:
+    text = (
+        "kind: ptx\nsource: kernel.ptx\nsizes: {M: 3, N: 4, LD: 10}\ninputs:\n"
+        "  - {name: x, shape: [M, N], strides: [LD, 1]}\n"
+        "  - {name: w, shape: [M, N], strides: [0, 1]}\n"
+        "  - {name: y, shape: [M, N]}\n"
+    )
+    desc = load_description(_write(tmp_path, text))
+    x, w, y = desc.inputs
+    assert desc.strides_of(x) == (10, 1) and desc.strides_of(y) is None
+    assert [desc.elements_of(i) for i in (x, w, y)] == [24, 4, 12]
