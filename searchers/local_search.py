@@ -23,21 +23,37 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
-from ciq_tune.engine import Budget
-from ciq_tune.engine import Candidate
-from ciq_tune.engine import Engine
-from ciq_tune.engine import create_engine
-from ciq_tune.engine.local_run import LocalRun
+from ciq_tune.errors import CiqTuneError
+from ciq_tune.progress import Progress
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
 from ciq_tune.results import result_outcome
 from ciq_tune.space import SearchSpace
+from ciq_tune.tracking import EvaluationTracker
+from ciq_tune.tracking import MlflowWriter
+from ciq_tune.tracking import TrackingConfig
 from ciq_tune.validation.noise_aware import CONFIRM_ROUNDS
 from ciq_tune.validation.noise_aware import LockedBest
 from ciq_tune.validation.noise_aware import NoiseAwareBest
 from ciq_tune.validation.noise_aware import confirmed
+from objectives import STAGED_KINDS
+from objectives import benchmark_worker_setup
+from objectives import compile_slots
+from objectives import make_trainable
+from objectives import measurement_is_exact
+from objectives import prestart_workers
+from objectives._isolate import close_idle
+from objectives.gpu_workers import WORKERS_PER_GPU
+from objectives.gpu_workers import GpuWorkers
+from objectives.matrix import make_matrix_trainable
+
+if TYPE_CHECKING:
+    # The engine imports scipy and pymoo (seconds): a local search starts its workers first.
+    from ciq_tune.engine import Candidate
+    from ciq_tune.engine import Engine
 
 Trainable = Callable[[dict[str, Any]], dict[str, Any]]
 # Result keys the engine's records keep (its `info`), for the evaluations table.
@@ -93,6 +109,9 @@ def kernel_engine(
     """The engine of a local kernel search: `budget` evaluations of `strategy`
     (`ciq_tune.engine.create_engine`), `points_to_evaluate` first, proposing whenever one of
     `workers` is free."""
+    from ciq_tune.engine import Budget
+    from ciq_tune.engine import create_engine
+
     return create_engine(
         strategy,
         space,
@@ -131,6 +150,8 @@ def search_locally(
         checkpoint: A JSON file the engine's state is written to (`Engine.get_state`) every
             `CHECKPOINT_S` seconds and at the end, from which `ciq-tune resume` continues.
     """
+    from ciq_tune.engine.local_run import LocalRun
+
     rows: dict[str, dict[str, Any]] = {}
     written = time.monotonic()
 
@@ -177,3 +198,83 @@ def write_state(path: Path, engine: Engine) -> None:
     part = path.with_name(path.name + ".part")
     part.write_text(json.dumps(engine.get_state()))
     os.replace(part, path)
+
+
+def local_benchmark(kind: str, mode: str) -> Any:
+    """The benchmark workers of a local search of `kind` in benchmark `mode`, started (their
+    start overlaps the first compiles), or None where each evaluation times in its own worker.
+
+    Raises:
+        CiqTuneError: ``per-gpu`` for a kind that compiles and times in one step.
+    """
+    if mode == "per-gpu" and kind not in STAGED_KINDS:
+        raise CiqTuneError(
+            f"`--benchmark per-gpu` needs a kind of {STAGED_KINDS} (the others compile and "
+            f"time in one step), got kind {kind!r}"
+        )
+    if kind not in STAGED_KINDS or mode == "in-trial":
+        return None
+    preload, cpu_env = benchmark_worker_setup(kind)
+    workers = GpuWorkers(preload=preload, cpu_env=cpu_env)
+    where = (
+        f"{WORKERS_PER_GPU} per GPU ({len(workers.gpus)} GPU)"
+        if workers.gpus
+        else "one on the CPU (interpreted)"
+    )
+    print(f"benchmark workers: {where}, starting beside the first compiles", flush=True)
+    return workers
+
+
+@dataclass(frozen=True)
+class LocalWorkers:
+    """The started workers of a local search: its benchmark workers (None where each
+    evaluation times in its own worker) and how many candidates it evaluates at a time."""
+
+    benchmark: Any
+    slots: int
+
+    def close(self) -> None:
+        """Stop the benchmark workers and the idle compile workers."""
+        if self.benchmark is not None:
+            self.benchmark.close()
+        close_idle()
+
+
+def start_local_workers(kind: str, mode: str, num_cpus: int | None) -> LocalWorkers:
+    """Start a local search's workers before anything else (imports take seconds, and overlap
+    the engine's start): its benchmark workers (`local_benchmark`) and one compile worker per
+    evaluation at a time."""
+    benchmark = local_benchmark(kind, mode)
+    slots = compile_slots(num_cpus)
+    prestart_workers(kind, slots)
+    return LocalWorkers(benchmark, slots)
+
+
+def local_trainable(desc: Any, benchmark: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The trainable of a local search: the kind's, timed on `benchmark` when given, with a
+    near-best value confirmed before it counts (unless a fresh run reproduces it exactly)."""
+
+    def trainable_of(at: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        return make_trainable(at, benchmark=benchmark)
+
+    trainable = make_matrix_trainable(desc, make_trainable=trainable_of)
+    if measurement_is_exact(desc) or desc.shapes:
+        return trainable
+    return confirm_near_best(trainable, desc.metric, desc.mode)
+
+
+def local_callbacks(
+    desc: Any, metric: str, budget: int, quiet: bool, tracking: str, writer: MlflowWriter | None
+) -> Callable[[Any, dict[str, Any]], None]:
+    """What a local search does with each result: the progress line (unless `quiet`) and the
+    tracking record."""
+    progress = Progress(metric, desc.mode, budget=budget, quiet=quiet)
+    config = TrackingConfig(backend=tracking)  # type: ignore[arg-type]
+    tracker = EvaluationTracker(config, writer, desc.name)
+
+    def on_result(candidate: Any, result: dict[str, Any]) -> None:
+        values, status, error = result_outcome(result, [metric])
+        progress.update(status, None if values is None else values[metric], error or None)
+        tracker.record(candidate.id, candidate.config, result, ok=values is not None)
+
+    return on_result

@@ -10,9 +10,7 @@ from typing import Any
 from ciq_tune.cli._interrupt import graceful_interrupt
 from ciq_tune.cli._interrupt import report_kept
 from ciq_tune.cli.tune import VALIDATE_TOP
-from ciq_tune.cli.tune import LocalWorkers
 from ciq_tune.cli.tune import benchmark_pool
-from ciq_tune.cli.tune import local_callbacks
 from ciq_tune.cli.tune import place_trials
 from ciq_tune.cli.tune import print_local_throughput
 from ciq_tune.cli.tune import ray_init
@@ -26,6 +24,7 @@ if TYPE_CHECKING:
     from ciq_tune.tracking import MlflowWriter
     from ciq_tune.validation import ValidationConfig
     from objectives.description import KernelDescription
+    from searchers.local_search import LocalWorkers
     from searchers.matrix_search import MatrixSearch
     from searchers.matrix_search import MatrixSettings
 
@@ -135,6 +134,7 @@ def _tune_locally(
     """The matrix search on this machine's worker processes, each bucket then re-measured on
     its benchmark workers."""
     from searchers.local_search import kernel_engine
+    from searchers.local_search import local_callbacks
     from searchers.local_search import search_locally
     from searchers.matrix_search import matrix_metric
     from searchers.matrix_search import tune_matrix

@@ -22,7 +22,6 @@ from ciq_tune.cli.tune import place_trials
 from ciq_tune.cli.tune import ray_init
 from ciq_tune.cli.tune import run_local_search
 from ciq_tune.cli.tune import served_measure_of
-from ciq_tune.cli.tune import start_local_workers
 from ciq_tune.cli.tune import validate_best
 from ciq_tune.cli.tune import validation_config
 from ciq_tune.cli.tune import with_vendor_files
@@ -138,6 +137,7 @@ def _resume_locally(args: argparse.Namespace, settings: dict[str, Any], desc: An
     from ciq_tune.validation import VALIDATION_DEFAULTS
     from objectives import make_search_space
     from objectives import starting_points
+    from searchers.local_search import start_local_workers
 
     path = args.run_dir / SEARCH_STATE
     state = load_json(path, what="search state", error=CiqTuneError)

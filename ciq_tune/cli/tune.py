@@ -10,7 +10,6 @@ import os
 import time
 from collections.abc import Callable
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from ciq_tune.validation import SearchValidation
     from ciq_tune.validation import ValidationConfig
     from searchers.benchmark_pool import BenchmarkPool
+    from searchers.local_search import LocalWorkers
     from searchers.placement import Placement
 
 
@@ -224,6 +224,8 @@ def _tune(args: argparse.Namespace) -> int:
     local = None
     if runtime_of(args) == "local":
         # The workers start first: their imports overlap everything until the first compile.
+        from searchers.local_search import start_local_workers
+
         require_gpu_for_cuda(desc.kind, _local_gpus())
         local = start_local_workers(desc.kind, args.benchmark, args.num_cpus)
     try:
@@ -359,105 +361,6 @@ def runtime_of(args: argparse.Namespace) -> str:
     return "ray" if args.address or os.environ.get("RAY_ADDRESS") else "local"
 
 
-def local_benchmark(kind: str, mode: str) -> Any:
-    """The benchmark workers of a local search of `kind` in benchmark `mode`, started (their
-    start overlaps the first compiles), or None where each evaluation times in its own worker.
-
-    Raises:
-        CiqTuneError: ``per-gpu`` for a kind that compiles and times in one step.
-    """
-    from objectives import STAGED_KINDS
-    from objectives import benchmark_worker_setup
-    from objectives.gpu_workers import WORKERS_PER_GPU
-    from objectives.gpu_workers import GpuWorkers
-
-    if mode == "per-gpu" and kind not in STAGED_KINDS:
-        raise CiqTuneError(
-            f"`--benchmark per-gpu` needs a kind of {STAGED_KINDS} (the others compile and "
-            f"time in one step), got kind {kind!r}"
-        )
-    if kind not in STAGED_KINDS or mode == "in-trial":
-        return None
-    preload, cpu_env = benchmark_worker_setup(kind)
-    workers = GpuWorkers(preload=preload, cpu_env=cpu_env)
-    where = (
-        f"{WORKERS_PER_GPU} per GPU ({len(workers.gpus)} GPU)"
-        if workers.gpus
-        else "one on the CPU (interpreted)"
-    )
-    print(f"benchmark workers: {where}, starting beside the first compiles", flush=True)
-    return workers
-
-
-@dataclass(frozen=True)
-class LocalWorkers:
-    """The started workers of a local search: its benchmark workers (None where each
-    evaluation times in its own worker) and how many candidates it evaluates at a time."""
-
-    benchmark: Any
-    slots: int
-
-    def close(self) -> None:
-        """Stop the benchmark workers and the idle compile workers."""
-        from objectives._isolate import close_idle
-
-        if self.benchmark is not None:
-            self.benchmark.close()
-        close_idle()
-
-
-def start_local_workers(kind: str, mode: str, num_cpus: int | None) -> LocalWorkers:
-    """Start a local search's workers before anything else (imports take seconds, and overlap
-    the engine's start): its benchmark workers (`local_benchmark`) and one compile worker per
-    evaluation at a time."""
-    from objectives import compile_slots
-    from objectives import prestart_workers
-
-    benchmark = local_benchmark(kind, mode)
-    slots = compile_slots(num_cpus)
-    prestart_workers(kind, slots)
-    return LocalWorkers(benchmark, slots)
-
-
-def local_trainable(desc: Any, benchmark: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The trainable of a local search: the kind's, timed on `benchmark` when given, with a
-    near-best value confirmed before it counts (unless a fresh run reproduces it exactly)."""
-    from objectives import make_trainable
-    from objectives import measurement_is_exact
-    from objectives.matrix import make_matrix_trainable
-    from searchers.local_search import confirm_near_best
-
-    def trainable_of(at: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        return make_trainable(at, benchmark=benchmark)
-
-    trainable = make_matrix_trainable(desc, make_trainable=trainable_of)
-    if measurement_is_exact(desc) or desc.shapes:
-        return trainable
-    return confirm_near_best(trainable, desc.metric, desc.mode)
-
-
-def local_callbacks(
-    desc: Any, metric: str, budget: int, quiet: bool, tracking: str, writer: MlflowWriter | None
-) -> Callable[[Any, dict[str, Any]], None]:
-    """What a local search does with each result: the progress line (unless `quiet`) and the
-    tracking record."""
-    from ciq_tune.progress import Progress
-    from ciq_tune.results import result_outcome
-    from ciq_tune.tracking import EvaluationTracker
-    from ciq_tune.tracking import TrackingConfig
-
-    progress = Progress(metric, desc.mode, budget=budget, quiet=quiet)
-    config = TrackingConfig(backend=tracking)  # type: ignore[arg-type]
-    tracker = EvaluationTracker(config, writer, desc.name)
-
-    def on_result(candidate: Any, result: dict[str, Any]) -> None:
-        values, status, error = result_outcome(result, [metric])
-        progress.update(status, None if values is None else values[metric], error or None)
-        tracker.record(candidate.id, candidate.config, result, ok=values is not None)
-
-    return on_result
-
-
 def _search_locally(
     args: argparse.Namespace,
     desc: Any,
@@ -499,6 +402,8 @@ def run_local_search(
     """A local search of one description to the end of `engine`'s budget (new, or restored by
     `resume`), its validation and `tune`'s outputs in `out`; a Ctrl+C keeps the evaluations and
     the engine's state (`resume` continues it)."""
+    from searchers.local_search import local_callbacks
+    from searchers.local_search import local_trainable
     from searchers.local_search import search_locally
 
     print(f"placement: {desc.kind}: {local.slots} evaluation(s) at a time on this machine")
