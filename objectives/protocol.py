@@ -308,18 +308,9 @@ def time_cuda(
     n_repeat = max(5, int(rep_ms / estimate_ms))
     if max_repeats is not None:
         n_repeat = min(n_repeat, max(5, max_repeats))
-    starts = [arrays.event() for _ in range(n_repeat)]
-    ends = [arrays.event() for _ in range(n_repeat)]
     for _ in range(n_warmup):
         call()
-    for i in range(n_repeat):
-        arrays.zero_(flush)
-        starts[i].record()
-        call()
-        ends[i].record()
-    arrays.synchronize()
-    times = [arrays.elapsed_ms(s, e) for s, e in zip(starts, ends, strict=True)]
-    return summarize(times, timer="cuda_events")
+    return summarize(_flushed_times(call, flush, n_repeat, arrays), timer="cuda_events")
 
 
 def _time_graph(
@@ -344,16 +335,23 @@ def _time_graph(
         replay, replay_ms = _captured(call, launches, arrays)
     for _ in range(max(1, math.ceil(warmup_ms / replay_ms))):
         replay()
-    starts = [arrays.event() for _ in range(GRAPH_REPLAYS)]
-    ends = [arrays.event() for _ in range(GRAPH_REPLAYS)]
-    for i in range(GRAPH_REPLAYS):
+    times = [t / launches for t in _flushed_times(replay, flush, GRAPH_REPLAYS, arrays)]
+    return replace(summarize(times, timer="cuda_graph"), launches_per_replay=launches)
+
+
+def _flushed_times(
+    body: Callable[[], object], flush: Any, repeats: int, arrays: ArrayLibrary
+) -> list[float]:
+    """`repeats` runs of `body`, each timed between two events after an L2 flush (ms)."""
+    starts = [arrays.event() for _ in range(repeats)]
+    ends = [arrays.event() for _ in range(repeats)]
+    for i in range(repeats):
         arrays.zero_(flush)
         starts[i].record()
-        replay()
+        body()
         ends[i].record()
     arrays.synchronize()
-    times = [arrays.elapsed_ms(s, e) / launches for s, e in zip(starts, ends, strict=True)]
-    return replace(summarize(times, timer="cuda_graph"), launches_per_replay=launches)
+    return [arrays.elapsed_ms(s, e) for s, e in zip(starts, ends, strict=True)]
 
 
 def _captured(

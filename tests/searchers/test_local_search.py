@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,6 +22,19 @@ from searchers.local_search import search_locally
 from tests.objectives.data.row_scale_description import row_scale_description
 
 SPACE = ss.SearchSpace({"x": ss.ordinal(list(range(20))), "y": ss.choice([1, 2, 3])})
+
+
+def _engine(*, budget: int, seed: int, workers: int, points: list[dict] | None = None) -> Any:
+    """A local search's engine over `SPACE`, minimising ``score``."""
+    return kernel_engine(
+        space=SPACE,
+        metric="score",
+        mode="min",
+        budget=budget,
+        seed=seed,
+        points_to_evaluate=points or [],
+        workers=workers,
+    )
 
 
 def test_a_local_search_keeps_its_workers_busy_and_records_every_result() -> None:
@@ -39,15 +53,7 @@ def test_a_local_search_keeps_its_workers_busy_and_records_every_result() -> Non
             raise RuntimeError("a bug in the objective")
         return {"status": "ok", "score": config["x"] + config["y"], "compile_s": 0.5}
 
-    engine = kernel_engine(
-        space=SPACE,
-        metric="score",
-        mode="min",
-        budget=30,
-        seed=0,
-        points_to_evaluate=[{"x": 13, "y": 1}],
-        workers=3,
-    )
+    engine = _engine(budget=30, seed=0, workers=3, points=[{"x": 13, "y": 1}])
     search = search_locally(trainable, engine, metric="score", workers=3)
     records = search.results.records
     assert len(records) == 30 and len({config_key(r.config) for r in records}) == 30
@@ -65,18 +71,9 @@ def test_a_local_search_stops_when_told_and_keeps_what_ran() -> None:
     def trainable(config: dict) -> dict:
         return {"status": "ok", "score": float(config["x"])}
 
-    engine = kernel_engine(
-        space=SPACE,
-        metric="score",
-        mode="min",
-        budget=30,
-        seed=1,
-        points_to_evaluate=[],
-        workers=2,
-    )
     search = search_locally(
         trainable,
-        engine,
+        _engine(budget=30, seed=1, workers=2),
         metric="score",
         workers=2,
         on_result=lambda candidate, result: told.append(candidate.id),
@@ -92,15 +89,7 @@ def test_a_restored_search_evaluates_what_it_had_handed_out_then_goes_on(tmp_pat
     def trainable(config: dict) -> dict:
         return {"status": "ok", "score": float(config["x"] + config["y"])}
 
-    engine = kernel_engine(
-        space=SPACE,
-        metric="score",
-        mode="min",
-        budget=20,
-        seed=2,
-        points_to_evaluate=[],
-        workers=2,
-    )
+    engine = _engine(budget=20, seed=2, workers=2)
     out_for_good = [engine.ask() for _ in range(3)]  # handed out, never told: a hard stop
     state = tmp_path / "state.json"
     search_locally(
