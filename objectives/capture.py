@@ -19,11 +19,12 @@ tensor); integer arguments become `arguments` over those sizes (``X_row_stride: 
 ``n_elements: x_dim0 * x_dim1``), a constant, or a size of their own; floats become `scalars`.
 A tensor launched as a view (a slice of a wider tensor, a weight broadcast with stride 0) keeps
 its layout: its `strides`, each 0, 1 or a size (``x_stride0``).
-The grid is written over the sizes when each axis is a size, a constant, ``ceil(size / c)``
-or, for a grid of the autotuned meta-parameters (probed with each configuration of the
-kernel's own autotuner), ``ceil(size / PARAM)``. The reference is the kernel as shipped
-(``reference: shipped``), and the space its launch options plus the values of its own
-`@triton.autotune` list.
+The grid is written over the sizes when each axis is a constant or one term or the product of
+two (a tiled matmul's ``ceil(M / BLOCK_SIZE_M) * ceil(N / BLOCK_SIZE_N)``), a term being a
+size, ``ceil(size / c)`` or, for a grid of the autotuned meta-parameters (probed with each
+configuration of the kernel's own autotuner), ``ceil(size / PARAM)``. The reference is the
+kernel as shipped (``reference: shipped``), and the space its launch options (defaulting to
+those the program passed) plus the values of its own `@triton.autotune` list.
 """
 
 from __future__ import annotations
@@ -290,7 +291,7 @@ def describe(launches: KernelLaunches) -> dict[str, Any]:
             ]
     data["grid"] = _grid_expression(launches.name, grids, terms)
     data["reference"] = SHIPPED
-    data["params"] = _space(launches.entry)
+    data["params"] = _space(launches.entry, firsts[weights.index(max(weights))])
     data["controls"] = {}
     return data
 
@@ -324,9 +325,14 @@ def _over_sizes(values: list[int], sizes: Mapping[str, list[int]]) -> str | None
     return None
 
 
-def _space(entry: KernelEntry) -> dict[str, Any]:
-    """The launch options, plus each kernel parameter its own autotuner list varies."""
-    space = {k: dict(v) for k, v in LAUNCH_SPACE.items()}
+def _space(entry: KernelEntry, launched: Mapping[str, Any]) -> dict[str, Any]:
+    """The launch options, plus each kernel parameter its own autotuner list varies. A launch
+    option the program passed (`launched`: the most frequent signature's arguments) is its
+    default, so that the baseline is the project's own setting."""
+    space: dict[str, dict[str, Any]] = {k: dict(v) for k, v in LAUNCH_SPACE.items()}
+    for option, spec in space.items():
+        if launched.get(option) in spec["ordinal"]:
+            spec["default"] = launched[option]
     values: dict[str, list[Any]] = {}
     for config in entry.configs:
         for key, value in config.kwargs.items():
@@ -381,25 +387,41 @@ def _axis(
     name: str, observed: list[tuple[int, dict[str, Any], int]], sizes: Mapping[str, list[int]]
 ) -> str:
     """One grid axis over the sizes, from its values (signature, meta-parameters, value): a
-    size, a constant, ``ceil(size / c)`` or ``ceil(size / PARAM)`` for a meta-parameter the grid
-    was probed with."""
-    for size, seen in sizes.items():
-        if all(seen[i] == v for i, _, v in observed):
-            return size
+    constant, or one term or the product of two (a tiled matmul's ``ceil(M / BLOCK_SIZE_M) *
+    ceil(N / BLOCK_SIZE_N)``), each term a size, ``ceil(size / PARAM)`` for a meta-parameter
+    the grid was probed with, or ``ceil(size / c)``. Meta-parameter terms come first: the search
+    varies them, and the grid must follow."""
     values = {v for _, _, v in observed}
-    if len(values) == 1:
+    if len(values) == 1 and not any(all(s[i] == v for i, _, v in observed) for s in sizes.values()):
         return str(values.pop())
+    terms = _terms(observed, sizes)
+    for text, term in terms:
+        if all(term[k] == v for k, (_, _, v) in enumerate(observed)):
+            return text
+    for a, (text_a, term_a) in enumerate(terms):
+        for text_b, term_b in terms[a:]:
+            if all(term_a[k] * term_b[k] == v for k, (_, _, v) in enumerate(observed)):
+                return f"{text_a} * {text_b}"
+    raise DescriptionError(f"{name}: a grid axis is not over the sizes; write `grid` by hand")
+
+
+def _terms(
+    observed: list[tuple[int, dict[str, Any], int]], sizes: Mapping[str, list[int]]
+) -> list[tuple[str, list[int]]]:
+    """The candidate terms of a grid axis, each with its value at every observation."""
     params = sorted({k for _, meta, _ in observed for k, v in meta.items() if isinstance(v, int)})
-    # A meta-parameter first: the search varies it, and the grid must follow.
+    terms = []
     for size, seen in sizes.items():
         for param in params:
-            if all(param in m and math.ceil(seen[i] / m[param]) == v for i, m, v in observed):
-                return f"ceil({size} / {param})"
+            if all(param in meta for _, meta, _ in observed):
+                values = [math.ceil(seen[i] / meta[param]) for i, meta, _ in observed]
+                terms.append((f"ceil({size} / {param})", values))
+    for size, seen in sizes.items():
+        terms.append((size, [seen[i] for i, _, _ in observed]))
     for size, seen in sizes.items():
         for c in _GRID_DIVISORS:
-            if all(math.ceil(seen[i] / c) == v for i, _, v in observed):
-                return f"ceil({size} / {c})"
-    raise DescriptionError(f"{name}: a grid axis is not over the sizes; write `grid` by hand")
+            terms.append((f"ceil({size} / {c})", [math.ceil(seen[i] / c) for i, _, _ in observed]))
+    return terms
 
 
 def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:

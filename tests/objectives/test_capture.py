@@ -182,3 +182,35 @@ def test_what_a_description_cannot_give_is_refused_with_the_argument() -> None:
     # A length-1 dimension's stride does not matter.
     row = Tensor((1, 8), "float32", (1, 1))
     assert describe(launches(row, 1.0))["scalars"] == {"flag": 1.0}
+
+
+def test_a_tiled_matmuls_grid_is_written_as_the_product_of_its_tiles() -> None:
+    """The Triton tutorial's convention: ``cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N)``
+    programs, probed with each configuration of the kernel's own autotuner."""
+    import triton
+
+    from ciq_tune.runtime.triton_kernel import unwrap
+    from examples.shipped import kernels
+    from objectives.capture import _grid_probes
+
+    entry = unwrap(kernels.matmul_kernel)
+    recorded = KernelLaunches(entry, "kernels.py", "matmul_kernel", outputs={"c_ptr"})
+    for i, (m, k, n) in enumerate([(128, 4096, 11008), (2048, 4096, 11008), (128, 11008, 4096)]):
+        values: dict[str, object] = {
+            "a_ptr": Tensor((m, k), "bfloat16", (k, 1)),
+            "b_ptr": Tensor((k, n), "bfloat16", (n, 1)),
+            "c_ptr": Tensor((m, n), "bfloat16", (n, 1)),
+            **dict(M=m, N=n, K=k, stride_am=k, stride_ak=1, stride_bk=n, stride_bn=1),
+            **dict(stride_cm=n, stride_cn=1),
+        }
+
+        def grid(meta: dict[str, int], m: int = m, n: int = n) -> tuple[int]:
+            return (triton.cdiv(m, meta["BLOCK_SIZE_M"]) * triton.cdiv(n, meta["BLOCK_SIZE_N"]),)
+
+        recorded.signatures[(i,)] = (values, _grid_probes(grid, values, entry))
+        recorded.counts[(i,)] = 2 if i == 0 else 1
+    data = describe(recorded)
+    assert data["grid"] == "(ceil(a_ptr_dim0 / BLOCK_SIZE_M) * ceil(b_ptr_dim1 / BLOCK_SIZE_N),)"
+    assert data["arguments"]["M"] == "a_ptr_dim0" and data["arguments"]["stride_am"] == "a_ptr_dim1"
+    assert data["params"]["BLOCK_SIZE_M"] == {"ordinal": [32, 64, 128], "default": 128}
+    assert [s["weight"] for s in data["shapes"]] == [2, 1, 1]
