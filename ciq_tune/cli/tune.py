@@ -647,10 +647,15 @@ def write_outputs(
     elif validation.outcome == "baseline" and baseline is not None:
         best_config, best = points[0], baseline
     dropped: dict[str, dict[str, Any]] = {}
+    reset: dict[str, Any] = {}  # parameters set back to the baseline's value
     if validation.simplification is not None:
-        # A timed winner without the controls its re-measurement showed do nothing.
+        # A timed winner without the controls and parameter values its re-measurement showed
+        # do nothing.
+        from ciq_tune.controls.simplify import PARAMS
+
         best_config = validation.simplification["config"]
-        dropped = validation.simplification["dropped"]
+        dropped = dict(validation.simplification["dropped"])
+        reset = dropped.pop(PARAMS, {})
     # An exact metric (validation skipped) is re-checked by recompiling without each control.
     if measurement_is_exact(desc) and validation.winner is None and best_config.get("controls"):
         from ciq_tune.controls.simplify import simplify_controls
@@ -712,17 +717,18 @@ def write_outputs(
         f"{again.speedup_ci[1]:.4f}]\n"
     )
     simplified = ""
-    if dropped:
+    if dropped or reset:
         names_dropped = sorted(f"{c}.{n}" for c, d in dropped.items() for n in d)
+        what = " and ".join(
+            ([f"dropped {len(names_dropped)} control(s)"] if dropped else [])
+            + ([f"reset {len(reset)} parameter(s) to the baseline's value"] if reset else [])
+        )
         how = (
             "a paired re-measurement showed not faster beyond noise"
             if validation.simplification is not None
             else "a fresh compile showed change nothing"
         )
-        simplified = (
-            f"simplified: dropped {len(names_dropped)} control(s) that {how} "
-            f"({', '.join(names_dropped)})\n"
-        )
+        simplified = f"simplified: {what} that {how} ({', '.join(names_dropped + sorted(reset))})\n"
     failures = failure_summary(results.records)
     print(
         f"{len(results.records)} evaluations ({len(ok)} ok"

@@ -1,6 +1,7 @@
-"""Simplify a winning configuration: drop the compiler controls that do not earn their place,
-exactly for a metric a recompile reproduces (`simplify_controls`), by a paired re-measurement for
-a timed one (`simplify_timed`)."""
+"""Simplify a winning configuration to what earns its place: drop the compiler controls that
+change nothing, exactly for a metric a recompile reproduces (`simplify_controls`); for a timed
+one, drop each control and reset each parameter to the baseline's value unless a paired
+re-measurement shows it faster (`simplify_timed`)."""
 
 from __future__ import annotations
 
@@ -74,60 +75,102 @@ def _no_worse(measured: float, reference: float, mode: str, rel_tolerance: float
     return measured <= reference + slack if mode == "min" else measured >= reference - slack
 
 
+PARAMS = "params"
+"""The key of the kernel parameters in `simplify_timed`'s ``dropped`` and ``kept`` (beside the
+catalogs of the controls, none of which has this name)."""
+
+_ABSENT = object()
+
+
 def simplify_timed(
     config: Any,
     measure: Callable[[Any], float],
     *,
     settings: ValidationConfig,
+    baseline: Any = None,
 ) -> dict[str, Any]:
-    """Drop a timed winner's controls one at a time unless a paired re-measurement shows the
-    winner faster with it.
+    """Take back a timed winner's choices one at a time unless a paired re-measurement shows
+    the winner faster with it: each control is dropped (its compiler default), and each kernel
+    parameter whose value differs from `baseline`'s is reset to the baseline's value.
 
-    For a timed metric no two measurements agree exactly, so each control is judged by
-    `ciq_tune.validation.validate`: the configuration without it (its compiler default) is
-    the baseline, the current configuration the candidate; when the control's presence is not
-    KEPT as a speedup (not faster beyond noise, by the same test and sequential looks as
-    validation), it is dropped and the next control is judged against the simpler
-    configuration. Controls are tried in catalog, then name order.
+    For a timed metric no two measurements agree exactly, so each choice is judged by
+    `ciq_tune.validation.validate`: the current configuration without it is the baseline, the
+    current configuration the candidate; when the choice is not KEPT as a speedup (not faster
+    beyond noise, by the same test and sequential looks as validation), it is taken back and
+    the next one is judged against the simpler configuration. A re-measurement that fails (a
+    reset tile can break the kernel: no compile, a crash, a wrong result) keeps the choice, with
+    the error.
+
+    Order: controls (catalog, then name order), then parameters (name order). Each control is
+    judged with the tiles the search chose it for, and each parameter then with only the
+    controls that earned their place.
 
     Args:
         config: The validated winner (`{"params": ..., "controls": {catalog: {name: value}}}`).
         measure: One fresh round of a configuration's metric (`objectives.make_measure`).
         settings: The validation settings (repetitions, looks, thresholds).
+        baseline: The configuration the winner was validated against (the defaults); without
+            it only controls are judged.
 
     Returns:
-        ``config`` (the simplified configuration), ``dropped`` (catalog → name → value) and
-        ``kept`` (catalog → name → the speedup it gave, its interval, p, rounds).
+        ``config`` (the simplified configuration), ``dropped`` (catalog → name → the winner's
+        value, and under `PARAMS` each reset parameter → the winner's value, None when it had
+        none) and ``kept`` (the same keys → ``reason``, with the speedup it gave, its interval,
+        p and rounds when it was KEPT).
     """
     current = copy.deepcopy(config)
     dropped: dict[str, dict[str, Any]] = {}
     kept: dict[str, dict[str, Any]] = {}
     controls = config.get("controls") or {}
-    for catalog in sorted(controls):
-        for name in sorted(controls[catalog]):
-            without = copy.deepcopy(current)
-            del without["controls"][catalog][name]
-            with_it = copy.deepcopy(current)
-            try:
-                result = validate(
-                    functools.partial(measure, without),
-                    functools.partial(measure, with_it),
-                    config=settings,
-                )
-            except (CiqTuneError, OSError):
-                kept.setdefault(catalog, {})[name] = {"reason": "the re-measurement failed"}
-                continue
-            if result.kept:
-                kept.setdefault(catalog, {})[name] = {
-                    "speedup": result.speedup,
-                    "speedup_ci": [result.speedup_ci_low, result.speedup_ci_high],
-                    "p_value": result.p_value,
-                    "rounds": result.baseline.n,
-                }
-            else:
-                current = without
-                dropped.setdefault(catalog, {})[name] = controls[catalog][name]
+    defaults = (baseline.get(PARAMS) if isinstance(baseline, dict) else None) or {}
+    choices = [
+        (catalog, name) for catalog in sorted(controls) for name in sorted(controls[catalog])
+    ]
+    choices += [(PARAMS, name) for name in changed_params(config, baseline)]
+    for group, name in choices:
+        without = copy.deepcopy(current)
+        if group == PARAMS and name in defaults:
+            without.setdefault(PARAMS, {})[name] = copy.deepcopy(defaults[name])
+        elif group == PARAMS:
+            del without[PARAMS][name]
+        else:
+            del without["controls"][group][name]
+        try:
+            result = validate(
+                functools.partial(measure, without),
+                functools.partial(measure, copy.deepcopy(current)),
+                config=settings,
+            )
+        except (CiqTuneError, OSError) as exc:
+            reason = f"the re-measurement without it failed: {exc}"
+            kept.setdefault(group, {})[name] = {"reason": reason}
+            continue
+        if result.kept:
+            kept.setdefault(group, {})[name] = {
+                "reason": result.reason,
+                "speedup": result.speedup,
+                "speedup_ci": [result.speedup_ci_low, result.speedup_ci_high],
+                "p_value": result.p_value,
+                "rounds": result.baseline.n,
+            }
+        else:
+            value = (config.get(PARAMS) or {}) if group == PARAMS else controls[group]
+            dropped.setdefault(group, {})[name] = value.get(name)
+            current = without
     return {"config": current, "dropped": dropped, "kept": kept}
+
+
+def changed_params(config: Any, baseline: Any) -> list[str]:
+    """The names of the kernel parameters whose value in `config` differs from `baseline`'s
+    (either may lack one), in name order; none without a baseline."""
+    if not isinstance(config, dict) or not isinstance(baseline, dict):
+        return []
+    mine, theirs = config.get(PARAMS) or {}, baseline.get(PARAMS) or {}
+    return [
+        name
+        for name in sorted(set(mine) | set(theirs))
+        if mine.get(name, _ABSENT) != theirs.get(name, _ABSENT)
+    ]
 
 
 def validate_and_simplify(
@@ -138,11 +181,16 @@ def validate_and_simplify(
     k: int,
     config: ValidationConfig,
 ) -> SearchValidation:
-    """`ciq_tune.validation.validate_search`, then the winner without the controls that do not
-    earn their place (`simplify_timed`, recorded as the validation's `simplification`)."""
+    """`ciq_tune.validation.validate_search`, then the winner with only the controls and
+    parameter values that earn their place (`simplify_timed` against `baseline`, recorded as the
+    validation's `simplification`) when it has controls or parameters other than the
+    baseline's."""
     validation = validate_search(results, measure, baseline, k=k, config=config)
     winner = validation.winner
-    if winner is not None and any((winner.config.get("controls") or {}).values()):
-        simplified = simplify_timed(winner.config, measure, settings=config)
+    if winner is not None and (
+        any((winner.config.get("controls") or {}).values())
+        or changed_params(winner.config, baseline)
+    ):
+        simplified = simplify_timed(winner.config, measure, settings=config, baseline=baseline)
         validation = validation.model_copy(update={"simplification": simplified})
     return validation

@@ -83,9 +83,9 @@ class SearchValidation(BaseModel):
         baseline_config: the configuration every candidate was compared with.
         winner: the KEPT candidate with the highest re-measured speedup (outcome "kept").
         candidates: every re-measured candidate in the search's order.
-        simplification: the winner with only the controls that earn their place
-            (`ciq_tune.controls.simplify.simplify_timed`: ``config``, ``dropped``, ``kept``),
-            when it was simplified; the file ships its ``config``.
+        simplification: the winner with only the controls and parameter values that earn
+            their place (`ciq_tune.controls.simplify.simplify_timed`: ``config``, ``dropped``,
+            ``kept``), when it was simplified; the file ships its ``config``.
     """
 
     model_config = ConfigDict(frozen=True)
