@@ -729,6 +729,14 @@ def write_outputs(
             else "a fresh compile showed change nothing"
         )
         simplified = f"simplified: {what} that {how} ({', '.join(names_dropped + sorted(reset))})\n"
+    check = (validation.simplification or {}).get("check")
+    if check is not None and "speedup" in check:
+        low, high = check["speedup_ci"]
+        verdict = "not shipped" if check["verdict"] == "KEPT" else "shipped"
+        simplified += (
+            f"simplification {verdict}: the winner re-measured {check['speedup']:.4f} "
+            f"[{low:.4f}, {high:.4f}] × its simplified configuration\n"
+        )
     failures = failure_summary(results.records)
     print(
         f"{len(results.records)} evaluations ({len(ok)} ok"

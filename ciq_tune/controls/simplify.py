@@ -112,6 +112,10 @@ def simplify_timed(
         baseline: The configuration the winner was validated against (the defaults); without
             it only controls are judged.
 
+    When anything was taken back, the simplified configuration is checked against the winner
+    the same way (``check``: the winner's speedup over it); where the winner is faster beyond
+    noise, the small losses added up and the winner is returned unsimplified.
+
     Returns:
         ``config`` (the simplified configuration), ``dropped`` (catalog → name → the winner's
         value, and under `PARAMS` each reset parameter → the winner's value, None when it had
@@ -157,7 +161,35 @@ def simplify_timed(
             value = (config.get(PARAMS) or {}) if group == PARAMS else controls[group]
             dropped.setdefault(group, {})[name] = value.get(name)
             current = without
-    return {"config": current, "dropped": dropped, "kept": kept}
+    simplified = {"config": current, "dropped": dropped, "kept": kept}
+    if dropped:
+        simplified["check"] = _check_simplified(config, current, measure, settings)
+        if simplified["check"]["verdict"] == "KEPT":  # the losses added up: ship the winner
+            simplified.update(config=copy.deepcopy(config), dropped={})
+    return simplified
+
+
+def _check_simplified(
+    winner: Any, simplified: Any, measure: Callable[[Any], float], settings: ValidationConfig
+) -> dict[str, Any]:
+    """The winner against its simplified configuration, paired: each choice taken back lost
+    less than noise, but their losses could add up. KEPT means the winner is faster beyond
+    noise, and the simplification is not shipped."""
+    try:
+        result = validate(
+            functools.partial(measure, copy.deepcopy(simplified)),
+            functools.partial(measure, copy.deepcopy(winner)),
+            config=settings,
+        )
+    except (CiqTuneError, OSError) as exc:
+        return {"verdict": "KEPT", "reason": f"the re-measurement failed: {exc}"}
+    return {
+        "verdict": result.verdict,
+        "reason": result.reason,
+        "speedup": result.speedup,
+        "speedup_ci": [result.speedup_ci_low, result.speedup_ci_high],
+        "rounds": result.baseline.n,
+    }
 
 
 def changed_params(config: Any, baseline: Any) -> list[str]:

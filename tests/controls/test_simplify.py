@@ -275,3 +275,35 @@ def test_tune_writes_and_prints_the_reset_parameters(
         "simplified: dropped 1 control(s) and reset 1 parameter(s) to the baseline's value that "
         "a paired re-measurement showed not faster beyond noise (nvcc.maxrregcount, BLOCK)"
     ) in capsys.readouterr().out
+
+
+def test_losses_that_add_up_beyond_noise_leave_the_winner_unsimplified() -> None:
+    """Each control alone is worth 1.5 %, below the 2 % a speedup must show to count, so each
+    is dropped in turn; the three together are worth 4.6 %, which the check of the simplified
+    configuration against the winner shows, and the winner ships as it is."""
+    import numpy as np
+
+    from ciq_tune.controls.simplify import simplify_timed
+    from ciq_tune.validation import ValidationConfig
+
+    rng = np.random.default_rng(0)
+    winner = {"controls": {"ptxas": {"a": 1, "b": 1, "c": 1}}, "params": {}}
+
+    def measure(config: dict) -> float:
+        missing = 3 - len(config["controls"]["ptxas"])
+        return 1.015**missing * rng.normal(1.0, 0.002)
+
+    settings = ValidationConfig(min_speedup=1.02, repetitions=20, warmup=0)
+    simplified = simplify_timed(winner, measure, settings=settings)
+    assert simplified["check"]["verdict"] == "KEPT"
+    assert simplified["check"]["speedup"] > 1.04
+    assert simplified["config"] == winner and simplified["dropped"] == {}
+    # Alone, one such control is dropped and the check agrees.
+    single = {"controls": {"ptxas": {"a": 1}}, "params": {}}
+    alone = simplify_timed(
+        single,
+        lambda c: 1.015 ** (1 - len(c["controls"]["ptxas"])) * rng.normal(1.0, 0.002),
+        settings=settings,
+    )
+    assert alone["config"] == {"controls": {"ptxas": {}}, "params": {}}
+    assert alone["check"]["verdict"] == "REJECTED"
