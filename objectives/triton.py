@@ -91,9 +91,10 @@ def _prepare(
 
 def shipped_outputs(desc: KernelDescription, tensors: Mapping[str, Any]) -> list[Any]:
     """The outputs of the kernel launched as its project ships it (``reference: shipped``):
-    the entry as its source defines it, its own `@triton.autotune` and `@triton.heuristics`
-    choosing, on copies of `tensors`, with the description's arguments and scalars and its
-    grid at the parameters the shipped launch chose (the defaults where it chose none)."""
+    the entry as its source defines it, its own `@triton.heuristics` choosing (and its
+    `@triton.autotune`'s first configuration, `_launch_once`), on copies of `tensors`, with the
+    description's arguments and scalars and its grid at the parameters the shipped launch
+    chose (the defaults where it chose none)."""
     from objectives import make_search_space
 
     space = make_search_space(desc)
@@ -110,8 +111,25 @@ def shipped_outputs(desc: KernelDescription, tensors: Mapping[str, Any]) -> list
         # The shipped autotuner's own choice of a parameter the grid depends on.
         return desc.launch({**defaults, **{k: meta[k] for k in defaults if k in meta}})["grid"]
 
-    shipped[grid](*args, **named)
+    _launch_once(shipped, grid, args, named)
     return [copies[name] for name in desc.outputs]
+
+
+def _launch_once(shipped: Any, grid: Any, args: list[Any], named: dict[str, Any]) -> None:
+    """Launch the shipped kernel once. Under its own `@triton.autotune` of several
+    configurations it runs the first, as Triton runs a one-configuration autotuner (its
+    ``pre_hook`` first): every configuration computes the same outputs, and timing them all at
+    each shape in every worker costs seconds of GPU time."""
+    from triton.runtime.autotuner import Autotuner
+
+    if not isinstance(shipped, Autotuner) or len(shipped.configs) < 2:
+        shipped[grid](*args, **named)
+        return
+    config = shipped.configs[0]
+    chosen = config.all_kwargs()
+    if config.pre_hook is not None:
+        config.pre_hook({**dict(zip(shipped.arg_names, args, strict=False)), **named, **chosen})
+    shipped.fn[grid](*args, **named, **chosen)
 
 
 # `triton.Config` launch options a description may search, as params or Triton controls.

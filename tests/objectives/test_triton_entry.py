@@ -91,6 +91,24 @@ def test_a_shipped_kernel_evaluates_in_the_isolated_worker_at_every_shape(tmp_pa
     assert record["compiles"] == 2
 
 
+def test_the_shipped_reference_of_an_autotuned_kernel_runs_one_configuration(
+    tmp_path: Path,
+) -> None:
+    """`reference: shipped` on a kernel under its own two-configuration `@triton.autotune`:
+    the reference launches its first configuration instead of timing both (which needs a GPU
+    and would cost each worker seconds per shape), and every candidate checks against it."""
+    path = shipped_description(tmp_path, reference="shipped", shapes=[{"M": 3, "N": 40}])
+    record = _interpreted(
+        """
+        from objectives import make_trainable
+        result = make_trainable(desc)({"params": {"num_warps": 1}, "controls": {}})
+        json.dump({k: v for k, v in result.items() if isinstance(v, str)}, sys.stdout)
+        """,
+        path,
+    )
+    assert record["status"] == "ok", record.get("error")
+
+
 def test_arguments_are_evaluated_per_shape_and_checked_on_load(tmp_path: Path) -> None:
     desc = load_description(shipped_description(tmp_path))
     assert desc.at_shape({"M": 2, "N": 64}).launch_arguments() == {
