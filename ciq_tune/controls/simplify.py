@@ -91,7 +91,8 @@ def simplify_timed(
 ) -> dict[str, Any]:
     """Take back a timed winner's choices one at a time unless a paired re-measurement shows
     the winner faster with it: each control is dropped (its compiler default), and each kernel
-    parameter whose value differs from `baseline`'s is reset to the baseline's value.
+    parameter whose value differs from `baseline`'s is reset to the baseline's value. A control
+    that is a set of options (Triton's ``ptx_options``) is judged option by option.
 
     For a timed metric no two measurements agree exactly, so each choice is judged by
     `ciq_tune.validation.validate`: the current configuration without it is the baseline, the
@@ -117,28 +118,17 @@ def simplify_timed(
     noise, the small losses added up and the winner is returned unsimplified.
 
     Returns:
-        ``config`` (the simplified configuration), ``dropped`` (catalog → name → the winner's
-        value, and under `PARAMS` each reset parameter → the winner's value, None when it had
-        none) and ``kept`` (the same keys → ``reason``, with the speedup it gave, its interval,
-        p and rounds when it was KEPT).
+        ``config`` (the simplified configuration), ``dropped`` (catalog → name, or
+        ``name.option`` for an option of a set → the winner's value, and under `PARAMS` each
+        reset parameter → the winner's value, None when it had none), ``kept`` (the same keys
+        → ``reason``, with the speedup it gave, its interval, p and rounds when it was KEPT)
+        and, when anything was taken back, ``check``.
     """
     current = copy.deepcopy(config)
     dropped: dict[str, dict[str, Any]] = {}
     kept: dict[str, dict[str, Any]] = {}
-    controls = config.get("controls") or {}
-    defaults = (baseline.get(PARAMS) if isinstance(baseline, dict) else None) or {}
-    choices = [
-        (catalog, name) for catalog in sorted(controls) for name in sorted(controls[catalog])
-    ]
-    choices += [(PARAMS, name) for name in changed_params(config, baseline)]
-    for group, name in choices:
-        without = copy.deepcopy(current)
-        if group == PARAMS and name in defaults:
-            without.setdefault(PARAMS, {})[name] = copy.deepcopy(defaults[name])
-        elif group == PARAMS:
-            del without[PARAMS][name]
-        else:
-            del without["controls"][group][name]
+    for group, name, value in _choices(config, baseline):
+        without = _taken_back(current, group, name, baseline)
         try:
             result = validate(
                 functools.partial(measure, without),
@@ -158,8 +148,7 @@ def simplify_timed(
                 "rounds": result.baseline.n,
             }
         else:
-            value = (config.get(PARAMS) or {}) if group == PARAMS else controls[group]
-            dropped.setdefault(group, {})[name] = value.get(name)
+            dropped.setdefault(group, {})[name] = value
             current = without
     simplified = {"config": current, "dropped": dropped, "kept": kept}
     if dropped:
@@ -190,6 +179,46 @@ def _check_simplified(
         "speedup_ci": [result.speedup_ci_low, result.speedup_ci_high],
         "rounds": result.baseline.n,
     }
+
+
+def _choices(config: Any, baseline: Any) -> list[tuple[str, str, Any]]:
+    """(group, name, the winner's value) of each choice `simplify_timed` judges, in order: each
+    control (catalog, then name order), each option of a control whose value is a set of
+    options (Triton's ``ptx_options``: ``name.option``) on its own, then each changed
+    parameter."""
+    choices = []
+    controls = config.get("controls") or {}
+    for catalog in sorted(controls):
+        for name, value in sorted(controls[catalog].items()):
+            if isinstance(value, dict):
+                choices += [(catalog, f"{name}.{o}", value[o]) for o in sorted(value)]
+            else:
+                choices.append((catalog, name, value))
+    params = config.get(PARAMS) or {}
+    choices += [(PARAMS, name, params.get(name)) for name in changed_params(config, baseline)]
+    return choices
+
+
+def _taken_back(config: Any, group: str, name: str, baseline: Any) -> Any:
+    """`config` without one choice of `_choices`: a control (or one option of a set, the set
+    dropped with its last option) left to the compiler's default, a parameter reset to the
+    baseline's value (removed where the baseline has none)."""
+    without = copy.deepcopy(config)
+    if group == PARAMS:
+        defaults = (baseline.get(PARAMS) if isinstance(baseline, dict) else None) or {}
+        if name in defaults:
+            without.setdefault(PARAMS, {})[name] = copy.deepcopy(defaults[name])
+        else:
+            del without[PARAMS][name]
+        return without
+    chosen = without["controls"][group]
+    control, _, option = name.partition(".")
+    if option and isinstance(chosen.get(control), dict):
+        del chosen[control][option]
+        if chosen[control]:
+            return without
+    del chosen[control]
+    return without
 
 
 def changed_params(config: Any, baseline: Any) -> list[str]:

@@ -307,3 +307,32 @@ def test_losses_that_add_up_beyond_noise_leave_the_winner_unsimplified() -> None
     )
     assert alone["config"] == {"controls": {"ptxas": {}}, "params": {}}
     assert alone["check"]["verdict"] == "REJECTED"
+
+
+def test_a_set_of_ptx_options_is_judged_option_by_option() -> None:
+    """Triton's ``ptx_options`` is one control holding several ptxas options: only the option
+    that matters stays, and a set left empty goes with its last option."""
+    import numpy as np
+
+    from ciq_tune.controls.simplify import simplify_timed
+    from ciq_tune.validation import ValidationConfig
+
+    rng = np.random.default_rng(1)
+    options = {"minnctapersm": 2, "def_load_cache": "ca", "register_usage_level": 10}
+    winner = {"controls": {"triton": {"ptx_options": options}}, "params": {"W": 4}}
+
+    def measure(config: dict) -> float:
+        chosen = config["controls"]["triton"].get("ptx_options", {})
+        return (1.0 if "minnctapersm" in chosen else 1.1) * rng.normal(1.0, 0.01)
+
+    settings = ValidationConfig(repetitions=20, warmup=0)
+    simplified = simplify_timed(winner, measure, settings=settings)
+    assert simplified["config"]["controls"] == {"triton": {"ptx_options": {"minnctapersm": 2}}}
+    assert simplified["dropped"] == {
+        "triton": {"ptx_options.def_load_cache": "ca", "ptx_options.register_usage_level": 10}
+    }
+    assert set(simplified["kept"]["triton"]) == {"ptx_options.minnctapersm"}
+    assert simplified["check"]["verdict"] == "REJECTED"
+    # None of them matters: the set goes.
+    inert = simplify_timed(winner, lambda c: rng.normal(1.0, 0.01), settings=settings)
+    assert inert["config"]["controls"] == {"triton": {}}
