@@ -462,7 +462,11 @@ def print_local_throughput(search: Any, benchmark: Any) -> None:
         gpus=gpus,
         concurrency=search.workers,
     )
-    print(format_throughput(summary), flush=True)
+    print(
+        f"{format_throughput(summary)}; engine {search.engine_s:.1f} s of the "
+        f"{search.wall_s:.1f} s (asking and telling)",
+        flush=True,
+    )
 
 
 def earlier_search(

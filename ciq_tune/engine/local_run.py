@@ -81,6 +81,7 @@ class LocalRun(Generic[Outcome]):
         self.crash = crash
         self.stop = stop
         self.wall_s = 0.0
+        self.engine_s = 0.0  # in `engine.ask` and `tell`: the one thread every result waits on
 
     def _executor(self) -> Executor:
         if self.isolated:
@@ -111,7 +112,9 @@ class LocalRun(Generic[Outcome]):
                 while not stopping and len(pending) < self.workers:
                     if refused is None and restored:
                         refused = restored.pop(0)
+                    asked = time.perf_counter()
                     candidate, refused = refused or self.engine.ask(), None
+                    self.engine_s += time.perf_counter() - asked
                     if candidate is None:
                         break
                     try:
@@ -129,7 +132,9 @@ class LocalRun(Generic[Outcome]):
                     candidate = pending.pop(future)
                     outcome, crashed = self._outcome(future)
                     broken = broken or crashed
+                    told = time.perf_counter()
                     self.tell(candidate, outcome)
+                    self.engine_s += time.perf_counter() - told
                     stopping = stopping or self.stop()
                 if broken:  # a worker died: the pool is unusable; its other tasks died too
                     for candidate in list(pending.values()):
