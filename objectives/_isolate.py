@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import cProfile
 import importlib
 import math
 import os
@@ -459,11 +460,18 @@ def _resolve(target: str) -> Callable[..., Any]:
     return fn
 
 
+PROFILE_ENV = "CIQ_TUNE_PROFILE"
+"""A folder: each worker profiles its tasks (`cProfile`) and writes ``<pid>.prof`` there after
+each, to see where an evaluation's time goes (``python -m pstats``)."""
+
+
 def _serve(recv: Connection, send: Connection, preload: list[str]) -> None:
     """The worker's loop: run tasks until the parent closes the pipe or goes away."""
     for module in preload:
         importlib.import_module(module)
     send.send(("ready", os.getpid()))
+    folder = os.environ.get(PROFILE_ENV)
+    profile = cProfile.Profile() if folder else None
 
     def progress(phase: str) -> None:
         send.send(("phase", phase))
@@ -474,10 +482,15 @@ def _serve(recv: Connection, send: Connection, preload: list[str]) -> None:
         except EOFError:  # the parent died or closed the pipe
             return
         _, target, payload = msg
+        if profile is not None:
+            profile.enable()
         try:
             result = _resolve(target)(payload, progress)
         except BaseException as exc:  # any escape means an unknown state: report, then retire
             result = {"status": "crash", "error": f"{type(exc).__name__}: {exc}", "restart": True}
+        if profile is not None and folder:
+            profile.disable()
+            profile.dump_stats(os.path.join(folder, f"{os.getpid()}.prof"))
         send.send(("result", result))
         if isinstance(result, dict) and result.get("restart"):
             return

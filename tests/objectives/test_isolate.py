@@ -170,3 +170,17 @@ def test_a_worker_starts_and_ends_without_a_warning() -> None:
     _, stderr = proc.communicate(timeout=60)
     os.close(from_child_r)
     assert proc.returncode == 0 and stderr == "", stderr
+
+
+def test_a_profiled_worker_writes_where_its_tasks_spent_their_time(tmp_path) -> None:
+    import pstats
+
+    from objectives._isolate import PROFILE_ENV
+
+    profiled = IsolatedWorker(env={PROFILE_ENV: str(tmp_path)})
+    try:
+        result = profiled.run(f"{T}:echo", {"x": 1}, compile_timeout_s=30, run_timeout_s=30)
+    finally:
+        profiled.close()
+    stats = pstats.Stats(str(tmp_path / f"{result['pid']}.prof"))
+    assert any(name == "echo" for _, _, name in stats.stats)  # type: ignore[attr-defined]
