@@ -98,16 +98,19 @@ def compile_slots(num_cpus: int | None = None) -> int:
     return max(1, (os.cpu_count() or 2) - 1)
 
 
-def prestart_workers(kind: str, n: int) -> None:
+def prestart_workers(kind: str, n: int, *, staged: bool = False) -> None:
     """Start `n` of this process's isolated workers for candidates of `kind` now, in the
     background (their imports take seconds), so that a search's first compiles find them
-    warm; nothing for a kind that compiles in no worker (PTX)."""
+    warm; nothing for a kind that compiles in no worker (PTX). `staged`: the workers only
+    compile, for a GPU's benchmark workers to time (`objectives._stages.compile_env`)."""
     from objectives._isolate import prestart
+    from objectives._stages import compile_env
     from objectives._stages import worker_env
 
     worker = getattr(importlib.import_module(f"objectives.{kind}"), "WORKER", None)
     if worker is not None:
-        prestart(n, env=worker_env(worker.cpu_env), preload=worker.preload)
+        env = compile_env(worker.cpu_env) if staged else worker_env(worker.cpu_env)
+        prestart(n, env=env, preload=worker.preload)
 
 
 def make_measure(description: KernelDescription) -> Callable[[Any], float]:

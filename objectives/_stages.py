@@ -80,6 +80,18 @@ def worker_env(cpu_env: Mapping[str, str]) -> dict[str, str]:
     return {} if not cpu_env or has_gpu() else dict(cpu_env)
 
 
+COMPILE_NICE = 10
+"""The niceness of the compile stage's workers (`objectives._isolate.NICE_ENV`): with every
+CPU compiling, the loop that proposes candidates and the GPU's benchmark workers come first."""
+
+
+def compile_env(cpu_env: Mapping[str, str]) -> dict[str, str]:
+    """The compile stage's worker environment: `worker_env` at a lower priority."""
+    from objectives._isolate import NICE_ENV
+
+    return {**worker_env(cpu_env), NICE_ENV: str(COMPILE_NICE)}
+
+
 # This process's benchmark workers, apart from its compile workers (`run_isolated`'s), keyed by
 # environment and preloaded modules.
 _BENCH_WORKERS: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], IsolatedWorker] = {}
@@ -179,7 +191,7 @@ def evaluate_in_stages(
         compile_timeout_s=compile_timeout_s,
         # The compile task reports "compiled" as its last act: nothing runs after it.
         run_timeout_s=compile_timeout_s,
-        env=worker_env(cpu_env),
+        env=compile_env(cpu_env),
         preload=preload,
     )
     if compiled.get("status") != "ok":

@@ -250,7 +250,7 @@ def start_local_workers(kind: str, mode: str, num_cpus: int | None) -> LocalWork
     evaluation at a time."""
     benchmark = local_benchmark(kind, mode)
     slots = compile_slots(num_cpus)
-    prestart_workers(kind, slots)
+    prestart_workers(kind, slots, staged=benchmark is not None)
     return LocalWorkers(benchmark, slots)
 
 

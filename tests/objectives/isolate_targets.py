@@ -68,3 +68,9 @@ def sleep_and_echo(payload: float, progress: Callable[[str], None]) -> dict[str,
     progress("compiled")
     time.sleep(payload)
     return {"status": "ok", "pid": os.getpid(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+def niceness(payload: Any, progress: Callable[[str], None]) -> dict[str, Any]:
+    """The worker's niceness."""
+    progress("compiled")
+    return {"status": "ok", "nice": os.nice(0)}

@@ -184,3 +184,19 @@ def test_a_profiled_worker_writes_where_its_tasks_spent_their_time(tmp_path) -> 
         profiled.close()
     stats = pstats.Stats(str(tmp_path / f"{result['pid']}.prof"))
     assert any(name == "echo" for _, _, name in stats.stats)  # type: ignore[attr-defined]
+
+
+def test_a_compile_worker_yields_its_cpu_to_the_search_and_the_gpu_workers() -> None:
+    from objectives._stages import COMPILE_NICE
+    from objectives._stages import compile_env
+
+    mine = os.nice(0)
+    compiling = IsolatedWorker(env=compile_env({}))
+    plain = IsolatedWorker()
+    try:
+        niced = compiling.run(f"{T}:niceness", None, compile_timeout_s=30, run_timeout_s=30)
+        same = plain.run(f"{T}:niceness", None, compile_timeout_s=30, run_timeout_s=30)
+    finally:
+        compiling.close()
+        plain.close()
+    assert niced["nice"] == min(mine + COMPILE_NICE, 19) and same["nice"] == mine
