@@ -216,9 +216,16 @@ class TorchArrays:
     def capture(self, body: Callable[[], None]) -> Callable[[], object]:
         import torch
 
+        # `torch.cuda.graph` without what its context adds per capture (a device-wide
+        # synchronisation, a garbage collection, emptying the allocator's cache): captured
+        # on a side stream ordered after the current one, as it does.
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            body()
+        with self.side_stream():
+            graph.capture_begin()
+            try:
+                body()
+            finally:
+                graph.capture_end()
         return graph.replay
 
     def pci_bus_id(self, index: int) -> str:
