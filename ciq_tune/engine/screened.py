@@ -603,6 +603,20 @@ class ScreenedGA(GA):
         (`batch` of `ListedProcess.update`): per-parameter scales (`length_scales`) and the
         noise are refitted on the schedule of `SCALES_REFIT_GROWTH` and reused in between;
         one shared scale is chosen from `LENGTH_SCALES` by the likelihood every time."""
+        records = self._records
+        told = (len(records), records[-1].candidate_id if records else None)
+        if getattr(self, "_hyperparameters_told", None) == told:
+            # Nothing told since the last fit (asks between two results): the same fit.
+            return self._hyperparameters
+        self._hyperparameters: tuple[float | np.ndarray, float, int] = self._fit_hyperparameters(
+            ok, failed, y
+        )
+        self._hyperparameters_told = told
+        return self._hyperparameters
+
+    def _fit_hyperparameters(
+        self, ok: list[EvaluationRecord], failed: list[EvaluationRecord], y: np.ndarray
+    ) -> tuple[float | np.ndarray, float, int]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         n = len(y)
         scales, fitted_at = getattr(self, "_scales", None), getattr(self, "_scales_at", 0)
