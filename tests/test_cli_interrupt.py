@@ -106,6 +106,9 @@ def test_sigint_exits_130_with_the_tables_count_and_resume_finishes(
     # The interrupted command started and stopped its own Ray; `resume` joins the session's.
     from ciq_tune.cli import main
 
-    assert main(["resume", str(out)]) == 0
+    # Tune's experiment is pickled: resumed only when the user vouches for the folder.
+    assert main(["resume", str(out)]) == 2
+    assert _rows(out / "evaluations.csv") == count
+    assert main(["resume", str(out), "--trust-pickle"]) == 0
     assert _rows(out / "evaluations.csv") == budget
     assert (out / "spill.controls.yaml").exists()

@@ -151,6 +151,23 @@ def _search_state(text: str | None) -> Callable[[Path], list[str]]:
     return make
 
 
+def _ray_run(folder: Path) -> list[str]:
+    """`resume` of a run made on Ray whose Tune experiment is a pickle that would run code."""
+    import pickle
+
+    class Runs:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (os.system, (f"touch {MARKER}",))
+
+    (folder / "k.ptx").write_text("// kernel\n")
+    (folder / "k.yaml").write_text(BASE_DESCRIPTION)
+    (folder / "run.json").write_text(json.dumps({"description": str(folder / "k.yaml")}))
+    experiment = folder / "ray" / "k"
+    experiment.mkdir(parents=True)
+    (experiment / "tuner.pkl").write_bytes(pickle.dumps(Runs()))
+    return ["resume", str(folder)]
+
+
 def _timings(text: str | bytes, suffix: str = ".json") -> Callable[[Path], list[str]]:
     def make(folder: Path) -> list[str]:
         bad = folder / f"bad{suffix}"
@@ -377,6 +394,7 @@ CASES = [
         "field `space`",
     ),
     Case("search-state-deep", _search_state("[" * 1000 + "]" * 1000), "nested 1000"),
+    Case("ray-run-pickled", _ray_run, "--trust-pickle"),
     Case("timings-nan", _timings("[1.0, NaN]"), "NaN is not a JSON value"),
     Case("timings-utf16", _timings("1.0 2.0".encode("utf-16"), ".txt"), "UTF-16"),
     Case("timings-deep", _timings("[" * 1000 + "]" * 1000), "nested 1000"),

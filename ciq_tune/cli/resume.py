@@ -37,6 +37,13 @@ def _resume_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", type=Path, help="output folder of an interrupted `tune`")
     parser.add_argument("--address", help="Ray cluster address (default: as the run had it)")
     parser.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: as before)")
+    parser.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="resume a run made on Ray (--address, --runtime ray): restoring its Tune "
+        "experiment unpickles the files in RUN_DIR/ray, which can run any code; only for a "
+        "folder you wrote yourself",
+    )
     add_verbose(parser)
 
 
@@ -78,6 +85,12 @@ def _resume(args: argparse.Namespace) -> int:
         )
     if (args.run_dir / SEARCH_STATE).exists() and not (args.run_dir / "ray").exists():
         return _resume_locally(args, settings, desc)
+    if not args.trust_pickle:
+        raise CiqTuneError(
+            f"`run_dir` {str(args.run_dir)!r}: a run made on Ray resumes from Ray Tune's "
+            "pickled experiment (ray/), and unpickling runs whatever code the files name; "
+            "pass --trust-pickle if you wrote this folder yourself"
+        )
     # Ray is imported once the arguments and files are known to be good (it takes seconds).
     import ray
     from ray import tune
@@ -177,10 +190,10 @@ register(
         "resume",
         "finish an interrupted `ciq-tune tune` run and write its outputs",
         "Continue the search of RUN_DIR from its saved state (a local run's\n"
-        "search_state.json, JSON; a Ray run's Tune experiment), so the budget is kept and no\n"
-        "configuration is evaluated twice; run it to the end, validate the top K as the run\n"
-        "was told to, and write the same outputs as `tune`: evaluations table, controls file\n"
-        "and validation.json.\n\n"
+        "search_state.json, JSON; a Ray run's Tune experiment, pickled: --trust-pickle), so\n"
+        "the budget is kept and no configuration is evaluated twice; run it to the end,\n"
+        "validate the top K as the run was told to, and write the same outputs as `tune`:\n"
+        "evaluations table, controls file and validation.json.\n\n"
         "  ciq-tune resume ciq-tune-out",
         _resume_args,
         _resume,

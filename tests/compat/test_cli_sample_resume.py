@@ -76,7 +76,7 @@ def test_resume_finishes_an_interrupted_tune_run(
     main(["tune", str(EXAMPLE), *args, "--runtime", "ray"])
     interrupted = pd.read_csv(out / "evaluations.csv")
     assert 3 <= len(interrupted) < 8
-    assert main(["resume", str(out)]) == 0
+    assert main(["resume", str(out), "--trust-pickle"]) == 0
     table = pd.read_csv(out / "evaluations.csv")
     assert len(table) == 8 and table["config_json"].nunique() == 8
     assert (out / "spill.controls.yaml").is_file()
