@@ -466,17 +466,18 @@ each, to see where an evaluation's time goes (``python -m pstats``)."""
 
 
 NICE_ENV = "CIQ_TUNE_NICE"
-"""The niceness a worker adds to its own (`os.nice`) before its imports: compile workers that
-run ahead of the GPU yield their CPUs to the search's loop and the GPU's benchmark workers,
-which every evaluation waits on."""
+"""The niceness a worker adds to its own (`os.nice`) once its imports are done: compile workers
+that run ahead of the GPU yield their CPUs to the search's loop and the GPU's benchmark
+workers, which every evaluation waits on. Their imports keep the normal priority (CPU and
+disk): the first evaluation waits on them."""
 
 
 def _serve(recv: Connection, send: Connection, preload: list[str]) -> None:
     """The worker's loop: run tasks until the parent closes the pipe or goes away."""
-    if os.environ.get(NICE_ENV):
-        os.nice(int(os.environ[NICE_ENV]))
     for module in preload:
         importlib.import_module(module)
+    if os.environ.get(NICE_ENV):
+        os.nice(int(os.environ[NICE_ENV]))
     send.send(("ready", os.getpid()))
     folder = os.environ.get(PROFILE_ENV)
     profile = cProfile.Profile() if folder else None
