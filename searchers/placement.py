@@ -196,5 +196,22 @@ def format_throughput(summary: Mapping[str, Any]) -> str:
     )
 
 
+def format_first_result(trials: Sequence[Mapping[str, Any]], started: float) -> str:
+    """One line on where the first result's time went: when it came after the command started
+    (`started`, `time.time()`), when its evaluation was handed out, and its phases (waiting for
+    its worker's start, compiling, queued for the GPU's benchmark worker and that worker's
+    start, on the GPU)."""
+    first = min(trials, key=lambda t: _finite(t.get("timestamp")) or math.inf)
+    at = _finite(first.get("timestamp")) - started
+    handed_out = at - _finite(first.get("time_total_s"))
+    return (
+        f"first result at {at:.1f} s: handed out at {handed_out:.1f} s; worker start "
+        f"{_finite(first.get('worker_spawn_s')):.2f} s, compile "
+        f"{_finite(first.get('compile_s')):.2f} s, waiting for the GPU "
+        f"{_finite(first.get('gpu_wait_s')):.2f} s (its worker's start "
+        f"{_finite(first.get('bench_spawn_s')):.2f} s), GPU {_finite(first.get('gpu_s')):.2f} s"
+    )
+
+
 def _finite(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else 0.0

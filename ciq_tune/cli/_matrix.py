@@ -165,7 +165,7 @@ def _tune_locally(
                 on_result=on_result,
                 stop=lambda: interrupt.received,
             )
-            print_local_throughput(done, local.benchmark)
+            print_local_throughput(done, local.benchmark, started=getattr(args, "started", None))
             return done.results, done.rows
 
         return tune_matrix(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -83,8 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Every error is one line on stderr, ``ciq-tune: error: <file, field, rule>``, with exit
     status 2 (never a traceback); an interrupt (Ctrl+C) exits with 130.
     """
+    started = time.time()
     try:
         args = build_parser().parse_args(argv)
+        args.started = started  # when the command started: what its first result is timed from
         status: int = args.handler(args)
     except KeyboardInterrupt:
         print("ciq-tune: interrupted", file=sys.stderr)

@@ -422,7 +422,7 @@ def run_local_search(
     write_evaluations(out, search.results)
     if interrupt.received:
         return report_interrupted(out, search.results)
-    print_local_throughput(search, local.benchmark)
+    print_local_throughput(search, local.benchmark, started=getattr(args, "started", None))
     measure = None if local.benchmark is None else served_measure_of(desc, local.benchmark)
     validation = validate_best(
         desc, search.results, baseline, args.validate_top, settings, measure=measure
@@ -449,9 +449,11 @@ def _local_gpus() -> int:
     return len(visible_gpus())
 
 
-def print_local_throughput(search: Any, benchmark: Any) -> None:
+def print_local_throughput(search: Any, benchmark: Any, *, started: float | None = None) -> None:
     """`search_throughput`'s line for a local search (the GPU busy share: the evaluations'
-    time holding their GPU's lock)."""
+    time holding their GPU's lock), and where the first result's time went when the command's
+    start (`started`, `time.time()`) is known."""
+    from searchers.placement import format_first_result
     from searchers.placement import format_throughput
     from searchers.placement import search_throughput
 
@@ -467,6 +469,8 @@ def print_local_throughput(search: Any, benchmark: Any) -> None:
         f"{search.wall_s:.1f} s (asking and telling)",
         flush=True,
     )
+    if started is not None and search.rows:
+        print(format_first_result(list(search.rows.values()), started), flush=True)
 
 
 def earlier_search(

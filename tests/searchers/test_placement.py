@@ -110,3 +110,25 @@ def test_cli_rejects_zero_trials_per_gpu(capsys):
 
     assert main(["tune", "examples/kernels/triton/softmax.yaml", "--trials-per-gpu", "0"]) == 2
     assert "`--trials-per-gpu` must be a positive integer, got 0" in capsys.readouterr().err
+
+
+def test_the_first_results_time_is_split_into_its_phases() -> None:
+    from searchers.placement import format_first_result
+
+    started = 1000.0
+    trials = [
+        {"timestamp": 1020.0, "time_total_s": 3.0, "compile_s": 1.0},
+        {  # the first result: handed out 9.0 s after the command, back 3.5 s later
+            "timestamp": 1012.5,
+            "time_total_s": 3.5,
+            "worker_spawn_s": 1.25,
+            "compile_s": 1.5,
+            "gpu_wait_s": 0.5,
+            "bench_spawn_s": 0.25,
+            "gpu_s": 0.1,
+        },
+    ]
+    assert format_first_result(trials, started) == (
+        "first result at 12.5 s: handed out at 9.0 s; worker start 1.25 s, compile 1.50 s, "
+        "waiting for the GPU 0.50 s (its worker's start 0.25 s), GPU 0.10 s"
+    )
