@@ -88,6 +88,11 @@ class ArrayLibrary(Protocol):
         """Fill `buffer` with zeros, asynchronously on the current stream."""
         ...
 
+    def spin(self, cycles: int) -> None:
+        """Keep the GPU busy for about `cycles` clock cycles without touching memory,
+        asynchronously on the current stream (what separates warm-L2 launches)."""
+        ...
+
     def side_stream(self) -> contextlib.AbstractContextManager[None]:
         """A context in which a new stream is current (ordered after the work queued before)."""
         ...
@@ -202,6 +207,11 @@ class TorchArrays:
 
     def zero_(self, buffer: Any) -> None:
         buffer.zero_()
+
+    def spin(self, cycles: int) -> None:
+        import torch
+
+        torch.cuda._sleep(cycles)
 
     @contextlib.contextmanager
     def side_stream(self) -> Iterator[None]:
@@ -336,6 +346,9 @@ class CupyArrays:
 
     def zero_(self, buffer: Any) -> None:
         buffer.fill(0)
+
+    def spin(self, cycles: int) -> None:
+        raise NotImplementedError("warm-L2 timing (`l2: warm`) runs on torch kernels only")
 
     @contextlib.contextmanager
     def side_stream(self) -> Iterator[None]:

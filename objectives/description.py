@@ -286,6 +286,10 @@ class KernelDescription(_Strict):
     alternative: Alternative | None = None
     tolerance: Tolerance = Field(default_factory=Tolerance)
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    # How a candidate finds L2 when timed (`objectives.protocol.MeasurementProtocol.l2`): cold
+    # (flushed, inputs rotated: from memory) or warm (as in a model right after the kernel that
+    # wrote its inputs).
+    l2: Literal["cold", "warm"] = "cold"
     # Known-good configurations evaluated right after the baseline (warm start), each
     # {"params": {...}, "controls": {...}}; missing values take their defaults.
     starting_points: list[dict[str, Any]] = Field(default_factory=list)
@@ -393,6 +397,11 @@ class KernelDescription(_Strict):
         if self.reference == SHIPPED and (self.kind != "triton" or not self.outputs):
             raise ValueError(
                 "`reference: shipped` (the kernel's own launch) needs kind 'triton' and `outputs`"
+            )
+        if self.l2 == "warm" and self.kind not in ("triton", "helion"):
+            raise ValueError(
+                f"`l2: warm` times torch kernels (kinds 'triton' and 'helion'), not kind "
+                f"{self.kind!r}"
             )
         if self.kind == "helion" and not self.outputs:
             raise ValueError(

@@ -23,6 +23,7 @@ Public API (small on purpose; other measurements build on it):
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -74,6 +75,10 @@ class MeasurementProtocol:
         rotate_bytes: bytes of input sets to rotate through (about twice an H100's or H200's
             50 MB L2).
         max_rotate: at most this many input sets.
+        l2: ``"cold"``: L2 flushed and the input sets rotated before each timed launch (or
+            replay), so a kernel reads its inputs from memory; ``"warm"``: one input set and
+            no flush, so the kernel finds in L2 what fits there, as in a model right after the
+            kernel that wrote its inputs (a description's `l2`; `for_description`).
     """
 
     warmup_ms: float = 100.0
@@ -84,6 +89,7 @@ class MeasurementProtocol:
     host_reps: int = 3
     rotate_bytes: int = 100 * 2**20
     max_rotate: int = 8
+    l2: str = "cold"
 
     def __post_init__(self) -> None:
         if not (
@@ -97,6 +103,8 @@ class MeasurementProtocol:
                 f"got warmup_ms={self.warmup_ms}, busy_warmup_ms={self.busy_warmup_ms}, "
                 f"busy_gap_ms={self.busy_gap_ms}, rep_ms={self.rep_ms}"
             )
+        if self.l2 not in ("cold", "warm"):
+            raise ValueError(f"`l2` must be 'cold' or 'warm', got l2={self.l2!r}")
         if (
             self.host_reps < 1
             or self.max_rotate < 1
@@ -110,8 +118,14 @@ class MeasurementProtocol:
             )
 
     def n_rotate(self, set_bytes: int) -> int:
-        """How many input sets of `set_bytes` bytes each a round rotates through."""
+        """How many input sets of `set_bytes` bytes each a round rotates through (one, warm)."""
+        if self.l2 == "warm":
+            return 1
         return max(1, min(self.max_rotate, math.ceil(self.rotate_bytes / max(set_bytes, 1))))
+
+    def for_description(self, desc: Any) -> MeasurementProtocol:
+        """This protocol with the description's `l2` (cold or warm)."""
+        return self if desc.l2 == self.l2 else replace(self, l2=desc.l2)
 
     def warmup_after(self, gap_ms: float | None) -> float:
         """The warm-up of a round that starts `gap_ms` after this process's previous round
@@ -151,6 +165,7 @@ class TimingStats:
         warmup_ms: The round's warm-up (`MeasurementProtocol.warmup_after`; None on the CPU).
         launches_per_replay: Launches in each timed replay of timer ``cuda_graph`` (each
             repetition is a replay's mean per launch); None for one launch per repetition.
+        l2: ``"cold"`` or ``"warm"`` (`MeasurementProtocol.l2`; None on the CPU).
     """
 
     median_ms: float
@@ -168,6 +183,7 @@ class TimingStats:
     p99_ms: float | None = None
     warmup_ms: float | None = None
     launches_per_replay: int | None = None
+    l2: str | None = None
 
     def as_metrics(self) -> dict[str, Any]:
         """Return the statistics as a flat dict for a Ray Tune result."""
@@ -224,6 +240,12 @@ class _Rotator:
         self._i = (self._i + 1) % self._n
 
 
+SPIN_CYCLES = 100_000
+"""Clock cycles of the spin that separates two warm-L2 launches (~50 µs at 2 GHz): like a
+flush, it keeps the GPU busy while the host queues the next launch, so the host's launch
+overhead is not timed, and it leaves L2 as it was."""
+
+
 GRAPH_BELOW_MS = 0.02
 """Kernels shorter than this (ms, from launches back to back) are timed from CUDA-graph replays:
 timed one launch at a time, a micro-second kernel's value would be its event resolution and
@@ -254,21 +276,26 @@ def time_cuda(
     rep_ms: float,
     arrays: ArrayLibrary = TORCH,
     max_repeats: int | None = None,
+    l2: str = "cold",
 ) -> TimingStats:
     """Time a GPU callable with CUDA events, the method chosen by the kernel's duration.
 
-    First one untimed call, five flushed calls (the time of a flushed launch) and five flushes
-    alone (the kernel's time is the difference). A kernel of at least `GRAPH_BELOW_MS` (decided
-    by a graph replay where that difference is under `GRAPH_TRY_BELOW_MS`) is timed by
-    `triton.testing.do_bench`'s procedure, written once over the array library so that CuPy
-    (CUDA C++ kernels, no torch) and torch (Triton, Helion) time alike: `warmup_ms` worth of
-    untimed calls, then `rep_ms` worth of timed ones (at most `max_repeats`, at least 5), each
-    between two events after zeroing `FLUSH_BYTES` (timer ``cuda_events``). A shorter kernel is
-    captured into a CUDA graph of about `GRAPH_REPLAY_MS` of launches, replayed for `warmup_ms`
-    untimed, then `GRAPH_REPLAYS` times between two events, L2 flushed before each replay; a
-    replay's value is its mean per launch (timer ``cuda_graph``). `fn` receives the index of
-    the input set to use, rotating over `n_rotate` sets, so most launches of either method find
-    their inputs outside L2 when the sets together are larger than it.
+    Every timed launch (or replay) follows a separator that keeps the GPU busy while the host
+    queues it, so that the host's launch overhead is not timed: with `l2` ``"cold"`` a zeroing
+    of `FLUSH_BYTES`, which also evicts the previous launch's data from L2; ``"warm"`` a spin of
+    `SPIN_CYCLES`, which leaves L2 as it was. First one untimed call, five separated calls and
+    five separators alone (the kernel's time is the difference). A kernel of at least
+    `GRAPH_BELOW_MS` (decided by a graph replay where that difference is under
+    `GRAPH_TRY_BELOW_MS`) is timed by `triton.testing.do_bench`'s procedure, written once over
+    the array library so that CuPy (CUDA C++ kernels, no torch) and torch (Triton, Helion) time
+    alike: `warmup_ms` worth of untimed calls, then `rep_ms` worth of timed ones (at most
+    `max_repeats`, at least 5), each between two events after its separator (timer
+    ``cuda_events``). A shorter kernel is captured into a CUDA graph of about `GRAPH_REPLAY_MS`
+    of launches, replayed for `warmup_ms` untimed, then `GRAPH_REPLAYS` times between two
+    events, each after its separator; a replay's value is its mean per launch (timer
+    ``cuda_graph``). `fn` receives the index of the input set to use, rotating over `n_rotate`
+    sets, so that cold, most launches find their inputs outside L2 when the sets together are
+    larger than it.
 
     Args:
         fn: Launches the kernel on input set ``i`` (asynchronously, on the library's current
@@ -278,6 +305,7 @@ def time_cuda(
         rep_ms: Total duration of the timed repetitions, milliseconds.
         arrays: The library whose stream, events, graphs and memory the kernel uses.
         max_repeats: At most this many timed launches (None: as many as `rep_ms` holds).
+        l2: ``"cold"`` or ``"warm"`` (`MeasurementProtocol.l2`).
 
     Returns:
         Statistics over all timed repetitions (launches, or replays' means per launch).
@@ -287,11 +315,11 @@ def time_cuda(
     call = _Rotator(fn, n_rotate)
     call()
     arrays.synchronize()
-    flush = arrays.empty_int32(FLUSH_BYTES // 4)
+    separate = _separator(l2, arrays)
     start, end = arrays.event(), arrays.event()
     start.record()
     for _ in range(5):
-        arrays.zero_(flush)
+        separate()
         call()
     end.record()
     arrays.synchronize()
@@ -299,14 +327,14 @@ def time_cuda(
     estimate_ms = max(arrays.elapsed_ms(start, end) / 5, 5e-4)
     start.record()
     for _ in range(5):
-        arrays.zero_(flush)
+        separate()
     end.record()
     arrays.synchronize()
-    # The kernel alone: a flushed launch less a flush. Launches back to back would time the
-    # host's launch overhead instead, which a flush hides (the GPU is busy flushing meanwhile).
+    # The kernel alone: a separated launch less a separator. Launches back to back would time
+    # the host's launch overhead instead, which the separator hides.
     kernel_ms = max(estimate_ms - arrays.elapsed_ms(start, end) / 5, 5e-4)
     if kernel_ms < GRAPH_TRY_BELOW_MS:
-        graphed = _time_graph(call, flush, kernel_ms, warmup_ms=warmup_ms, arrays=arrays)
+        graphed = _time_graph(call, separate, kernel_ms, warmup_ms=warmup_ms, arrays=arrays)
         if graphed is not None:
             return graphed
     n_warmup = max(1, int(warmup_ms / estimate_ms))
@@ -315,12 +343,22 @@ def time_cuda(
         n_repeat = min(n_repeat, max(5, max_repeats))
     for _ in range(n_warmup):
         call()
-    return summarize(_flushed_times(call, flush, n_repeat, arrays), timer="cuda_events")
+    return summarize(_separated_times(call, separate, n_repeat, arrays), timer="cuda_events")
+
+
+def _separator(l2: str, arrays: ArrayLibrary) -> Callable[[], None]:
+    """What runs before each timed launch: an L2 flush (cold) or a spin (warm)."""
+    if l2 == "warm":
+        return functools.partial(arrays.spin, SPIN_CYCLES)
+    if l2 != "cold":
+        raise ValueError(f"`l2` must be 'cold' or 'warm', got l2={l2!r}")
+    flush = arrays.empty_int32(FLUSH_BYTES // 4)
+    return functools.partial(arrays.zero_, flush)
 
 
 def _time_graph(
     call: Callable[[], None],
-    flush: Any,
+    separate: Callable[[], None],
     kernel_ms: float,
     *,
     warmup_ms: float,
@@ -340,18 +378,18 @@ def _time_graph(
         replay, launches, replay_ms = _captured(call, launches, arrays)
     for _ in range(max(1, math.ceil(warmup_ms / replay_ms))):
         replay()
-    times = [t / launches for t in _flushed_times(replay, flush, GRAPH_REPLAYS, arrays)]
+    times = [t / launches for t in _separated_times(replay, separate, GRAPH_REPLAYS, arrays)]
     return replace(summarize(times, timer="cuda_graph"), launches_per_replay=launches)
 
 
-def _flushed_times(
-    body: Callable[[], object], flush: Any, repeats: int, arrays: ArrayLibrary
+def _separated_times(
+    body: Callable[[], object], separate: Callable[[], None], repeats: int, arrays: ArrayLibrary
 ) -> list[float]:
-    """`repeats` runs of `body`, each timed between two events after an L2 flush (ms)."""
+    """`repeats` runs of `body`, each timed between two events after its separator (ms)."""
     starts = [arrays.event() for _ in range(repeats)]
     ends = [arrays.event() for _ in range(repeats)]
     for i in range(repeats):
-        arrays.zero_(flush)
+        separate()
         starts[i].record()
         body()
         ends[i].record()
@@ -459,6 +497,7 @@ def measure_round(
         rep_ms=protocol.rep_ms,
         arrays=arrays,
         max_repeats=protocol.max_repeats,
+        l2=protocol.l2,
     )
     _last_round_end = time.perf_counter()
     conditions = gpu_conditions(arrays)
@@ -467,4 +506,5 @@ def measure_round(
         sm_clock_mhz=conditions["sm_clock_mhz"],
         temperature_c=conditions["temperature_c"],
         warmup_ms=warmup_ms,
+        l2=protocol.l2,
     )

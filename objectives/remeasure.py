@@ -202,6 +202,7 @@ def remeasure(
             f"warmup_rounds={warmup_rounds}"
         )
     settings = settings or ValidationConfig(mode=desc.mode)
+    protocol = protocol.for_description(desc)
     measured: dict[str, VariantMeasurement] = {}
     launchers: dict[str, Launch] = {}
     skipped: dict[str, str] = {}
@@ -320,7 +321,7 @@ class ConfigRounds:
             ) from exc
         self._sets = sets
         self._device = device
-        self._protocol = protocol
+        self._protocol = protocol.for_description(desc)
         self._arrays = arrays_for(desc.kind)
 
     def __call__(self) -> float:

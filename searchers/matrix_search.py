@@ -555,6 +555,7 @@ def controls_record(
             dtypes={i.name: i.dtype for i in first.inputs},
             dims={i.name: list(i.shape) for i in first.inputs},
             arguments=dict(first.arguments),
+            l2=desc.l2,
         ),
         scores=cf.Scores(
             baseline=base, best=best if best is not None else math.nan, improvement_pct=improvement

@@ -701,6 +701,7 @@ def write_outputs(
             dtypes={i.name: i.dtype for i in desc.inputs},
             dims={i.name: list(i.shape) for i in desc.inputs},
             arguments=dict(desc.arguments),
+            l2=desc.l2,
         ),
         scores=cf.Scores(
             baseline=baseline,

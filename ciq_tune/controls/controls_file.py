@@ -77,6 +77,8 @@ class Benchmark(_Strict):
     # description's `arguments`: how `ciq_tune.runtime.tuned` reads a launch's sizes.
     dims: dict[str, list[str | int]] = Field(default_factory=dict)
     arguments: dict[str, str] = Field(default_factory=dict)
+    # How L2 was found when timing: flushed ("cold") or as the kernel left it ("warm").
+    l2: Literal["cold", "warm"] = "cold"
 
 
 class Remeasured(_Strict):

@@ -91,6 +91,7 @@ def _check_and_time(
     protocol: MeasurementProtocol,
     idle_ms: float | None = None,
 ) -> dict[str, Any]:
+    protocol = protocol.for_description(desc)
     tensors = make_inputs(desc, seed=seed, device=device, arrays=arrays)
     expected = reference_outputs(desc, tensors, arrays)
     launch(tensors)
@@ -120,7 +121,7 @@ def _check_and_time(
             **errors,
         }
     del tensors, expected
-    sets = timing_sets(desc, device=device, arrays=arrays)
+    sets = timing_sets(desc, device=device, protocol=protocol, arrays=arrays)
 
     def run(i: int) -> None:
         launch(sets[i])

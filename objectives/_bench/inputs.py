@@ -197,9 +197,9 @@ class _TimingSetCache:
         shapes = [
             (s.name, desc.shape_of(s), desc.strides_of(s), s.dtype, s.init) for s in desc.inputs
         ]
-        key = json.dumps(
-            [desc.name, device, arrays.name, shapes, protocol.rotate_bytes, protocol.max_rotate]
-        )
+        protocol = protocol.for_description(desc)
+        rotation = [protocol.rotate_bytes, protocol.max_rotate, protocol.l2]
+        key = json.dumps([desc.name, device, arrays.name, shapes, *rotation])
         if key not in self._sets:
             set_bytes = sum(desc.elements_of(s) * arrays.itemsize(s.dtype) for s in desc.inputs)
             n_rotate = protocol.n_rotate(set_bytes)

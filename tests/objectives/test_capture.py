@@ -67,6 +67,7 @@ def test_a_programs_launches_become_a_description_that_tunes(tmp_path: Path) -> 
     ]
     assert data["outputs"] == ["Y_ptr"] and data["grid"] == "(Y_ptr_dim0,)"
     assert data["reference"] == "shipped"
+    assert data["l2"] == "warm"  # timed as it ran in the program
     assert data["params"]["num_warps"]["default"] == 4
     # The description loads and evaluates at both shapes against the shipped kernel.
     evaluated = run_interpreted(

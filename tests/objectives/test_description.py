@@ -115,6 +115,8 @@ def test_full_description_converts_params_to_space_primitives(tmp_path: Path) ->
             "outputs: [a]\n",
             "writes one address twice",
         ),
+        ("kind: ptx\nsource: kernel.ptx\nl2: warm\n", "`l2: warm` times torch kernels"),
+        ("kind: ptx\nsource: kernel.ptx\nl2: hot\n", "l2"),
     ],
 )
 def test_bad_description_names_file_and_field(tmp_path: Path, text: str, field: str) -> None:

@@ -51,7 +51,7 @@ def test_a_gpu_round_warms_up_long_after_idle_and_short_right_after_a_round(monk
 
     warmups: list[float] = []
 
-    def fake_time_cuda(fn, *, n_rotate, warmup_ms, rep_ms, arrays, max_repeats):
+    def fake_time_cuda(fn, *, n_rotate, warmup_ms, rep_ms, arrays, max_repeats, l2):
         warmups.append(warmup_ms)
         return protocol.summarize([1.0, 1.1], timer="cuda_events")
 
@@ -139,6 +139,9 @@ class _TracedGpu:
     def zero_(self, buffer) -> None:
         self.trace.append("flush")
 
+    def spin(self, cycles: int) -> None:
+        self.trace.append(("spin", cycles))
+
 
 def test_cuda_round_estimates_then_warms_up_and_times_flushed_launches():
     from objectives.protocol import FLUSH_BYTES
@@ -196,3 +199,24 @@ def test_a_kernel_whose_graph_replay_shows_it_is_not_micro_seconds_is_timed_laun
     gpu.capture = lambda body: lambda: gpu.advance(50.0)  # … a replay says otherwise
     stats = time_cuda(gpu.launch, n_rotate=2, warmup_ms=10, rep_ms=40, arrays=gpu)
     assert stats.timer == "cuda_events" and stats.launches_per_replay is None
+
+
+def test_a_warm_round_separates_its_launches_by_a_spin_and_reads_one_input_set():
+    """`l2: warm`: no flush buffer and no flush (L2 keeps what the kernel read), a spin before
+    each timed launch instead (the host's launch overhead stays hidden), one input set."""
+    from objectives.protocol import SPIN_CYCLES
+    from objectives.protocol import MeasurementProtocol
+    from objectives.protocol import time_cuda
+
+    gpu = _TracedGpu()
+    stats = time_cuda(gpu.launch, n_rotate=1, warmup_ms=10, rep_ms=20, arrays=gpu, l2="warm")
+    assert stats.timer == "cuda_events" and stats.n == 10 and stats.median_ms == 2.0
+    assert "flush" not in gpu.trace and not any(
+        isinstance(x, tuple) and x[0] == "alloc" for x in gpu.trace
+    )
+    timed = gpu.trace[-(10 * 4 + 1) :]
+    assert timed[:4] == [("spin", SPIN_CYCLES), "record", 0, "record"]
+    assert MeasurementProtocol(l2="warm").n_rotate(1024) == 1
+    assert MeasurementProtocol().n_rotate(1024) == 8
+    with pytest.raises(ValueError, match="`l2`"):
+        MeasurementProtocol(l2="hot")

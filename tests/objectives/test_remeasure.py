@@ -161,3 +161,23 @@ def test_a_matrix_bucket_measure_is_the_weighted_geomean_relative_to_the_baselin
     )
     assert abs(record["value"] - record["expected"]) < 1e-12
     assert record["timers"] == 2
+
+
+def test_a_warm_description_is_timed_on_one_input_set_and_says_so():
+    """`l2: warm`: one timing set (no rotation), for the search's rounds and re-measurements
+    alike; cold rotates several."""
+    record = _run(
+        """
+        from objectives._bench import timing_sets
+        from objectives._bench.harness import check_and_time
+        from objectives.remeasure import make_launch
+        warm = desc.model_copy(update={"l2": "warm"})
+        launch = make_launch(warm, tuned, device="cpu")
+        timed = check_and_time(warm, launch, seed=0, device="cpu")
+        json.dump({"cold": len(timing_sets(desc, device="cpu")),
+                   "warm": len(timing_sets(warm, device="cpu")),
+                   "n_rotate": timed["n_rotate"]}, sys.stdout)
+        """
+    )
+    assert record["cold"] > 1
+    assert record["warm"] == record["n_rotate"] == 1
