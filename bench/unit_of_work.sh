@@ -3,10 +3,12 @@
 # each step is one of the bench scripts below, from a cold Triton cache, its table printed as it
 # ends and kept in OUT/STEP.log; OUT/logs.tar.gz holds every run's JSON and log. Run from the repository root on a GPU machine:
 #     bash bench/unit_of_work.sh OUT [STEP ...]
-# Steps (default: all, in this order):
+# Steps (default: matmul small1 small6 matrix):
 #   matmul   python3 -m bench.cli_run: the persistent matmul 4096³, 100 evaluations, validated
 #   small1   python3 -m bench.small_space --shape 5: a row-wise kernel's 24 launch options, 1 shape
 #   small6   python3 -m bench.small_space: the same over 6 shapes (micro-second shapes among them)
+#   pairs    python3 -m bench.small_space on layer_norm_decode.yaml: 24 micro-second shapes ×
+#            24 launch options, the rate of timed (configuration, shape) pairs
 #   matrix   python3 -m bench.matrix_exhaustive: the layer-norm matrix, search vs exhaustive
 #   suite    python3 -m bench.cli_run on softmax, layer norm, attention and the CUDA row sum, 40
 #            evaluations each: the winner's search value against its re-measured value
@@ -36,6 +38,8 @@ for step in "${steps[@]}"; do
       --out "$work/small1" ;;
     small6) ran small6 240 python3 -m bench.small_space "$desc/layer_norm_launch.yaml" \
       --out "$work/small6" ;;
+    pairs) ran pairs 300 python3 -m bench.small_space "$desc/layer_norm_decode.yaml" \
+      --out "$work/pairs" ;;
     matrix) ran matrix 300 python3 -m bench.matrix_exhaustive "$desc/layer_norm_matrix.yaml" \
       --out "$work/matrix" ;;
     suite)
