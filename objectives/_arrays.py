@@ -12,6 +12,7 @@ identity. `arrays_for(kind)` picks the library of a description's kind.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import math
 from collections.abc import Callable
@@ -348,7 +349,9 @@ class CupyArrays:
         buffer.fill(0)
 
     def spin(self, cycles: int) -> None:
-        raise NotImplementedError("warm-L2 timing (`l2: warm`) runs on torch kernels only")
+        import numpy
+
+        _cupy_spin(self.xp)((1,), (1,), (numpy.int64(cycles),))
 
     @contextlib.contextmanager
     def side_stream(self) -> Iterator[None]:
@@ -465,3 +468,17 @@ CUPY = CupyArrays()
 def arrays_for(kind: str) -> ArrayLibrary:
     """The array library of a description's kind: CuPy for ``cuda``, else torch."""
     return CUPY if kind == "cuda" else TORCH
+
+
+_SPIN_SOURCE = r"""
+extern "C" __global__ void ciq_spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+}
+"""
+
+
+@functools.cache
+def _cupy_spin(cupy: Any) -> Any:
+    """The spin kernel for CuPy (torch has `torch.cuda._sleep`), compiled once per process."""
+    return cupy.RawKernel(_SPIN_SOURCE, "ciq_spin")

@@ -398,11 +398,8 @@ class KernelDescription(_Strict):
             raise ValueError(
                 "`reference: shipped` (the kernel's own launch) needs kind 'triton' and `outputs`"
             )
-        if self.l2 == "warm" and self.kind not in ("triton", "helion"):
-            raise ValueError(
-                f"`l2: warm` times torch kernels (kinds 'triton' and 'helion'), not kind "
-                f"{self.kind!r}"
-            )
+        if self.l2 == "warm" and self.kind == "ptx":
+            raise ValueError("`l2: warm` is how a kernel is timed; kind 'ptx' is not timed")
         if self.kind == "helion" and not self.outputs:
             raise ValueError(
                 "kind='helion' needs `outputs`: the kernel writes its results into tensors passed "

@@ -115,7 +115,7 @@ def test_full_description_converts_params_to_space_primitives(tmp_path: Path) ->
             "outputs: [a]\n",
             "writes one address twice",
         ),
-        ("kind: ptx\nsource: kernel.ptx\nl2: warm\n", "`l2: warm` times torch kernels"),
+        ("kind: ptx\nsource: kernel.ptx\nl2: warm\n", "kind 'ptx' is not timed"),
         ("kind: ptx\nsource: kernel.ptx\nl2: hot\n", "l2"),
     ],
 )
