@@ -85,7 +85,7 @@ def tune_matrix_command(
     path = cf.write(args.out / f"{desc.name}.controls.yaml", record)
     print(
         f"{len(search.results.records)} evaluations of {matrix_metric(desc)}, each at "
-        f"{len(desc.matrix())} shapes, {len(search.outcomes)} buckets; wrote {path}"
+        f"{len(desc.matrix())} shapes (L2 {desc.l2}), {len(search.outcomes)} buckets; wrote {path}"
     )
     return 0
 

@@ -747,10 +747,11 @@ def write_outputs(
             f"[{low:.4f}, {high:.4f}] × its simplified configuration\n"
         )
     failures = failure_summary(results.records)
+    timed = "" if measurement_is_exact(desc) else f", L2 {desc.l2}"
     print(
         f"{len(results.records)} evaluations ({len(ok)} ok"
         + (f"; {failures}" if failures else "")
-        + f"); {desc.metric} in the search (one round each): "
+        + f"); {desc.metric} in the search (one round each{timed}): "
         f"baseline {_short(baseline)}, best {_short(search_value)}\n{validation.summary()}\n"
         f"{remeasured}{simplified}wrote {path} ({desc.metric} {_short(best)} with "
         f"{json.dumps(best_config)})"

@@ -127,6 +127,7 @@ def test_tune_runs_a_triton_matrix_locally_without_ray(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "ray loaded: False" in done.stdout
     assert "placement: triton: 2 evaluation(s) at a time on this machine" in done.stdout
+    assert "each at 2 shapes (L2 cold)" in done.stdout
     data = yaml.safe_load((out / "row_scale.controls.yaml").read_text())
     entries = data["matrix"]["entries"]
     assert len(entries) == 2 and all(e["evaluations"] == 18 for e in entries)  # 3 x 6 warps
@@ -150,7 +151,11 @@ def test_tune_of_one_shape_locally_writes_the_same_outputs(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "6 evaluations in" in done.stdout  # the throughput line
+    assert "first result at " in done.stdout and "in the search (one round each, L2 cold)" in (
+        done.stdout
+    )
     data = yaml.safe_load((out / "row_scale.controls.yaml").read_text())
+    assert data["benchmark"]["l2"] == "cold"
     assert data["validation"]["outcome"] == "skipped"  # no GPU: host timings are no claim
     evaluations = (out / "evaluations.csv").read_text().splitlines()
     assert len(evaluations) == 7
