@@ -163,11 +163,13 @@ SCREENED_DEFAULTS: dict[str, Any] = {
 # evaluations and ~0.4 s at 250).
 MAX_LISTED = 50_000
 # Per-parameter length scales are refitted every generation up to this many evaluations, then
-# once the evaluations have grown by this factor: a fit's L-BFGS steps cost ~n^3 each (every
-# generation: 412 ms of CPU per evaluation over an 800-evaluation search of the battery's
-# categorical space, vs 44 ms with the shared scale; docs/benchmarks.md, session 17).
+# once the evaluations have grown by this factor, and not after `SCALES_REFIT_UNTIL`
+# evaluations. A fit's L-BFGS steps cost ~n^3 each, and new scales re-condition the process
+# over every listed row, ~n^2 N (N listed rows): at 931 evaluations of an 11,130-row space a
+# refit cost seconds, the engine's pace otherwise ~5 ms a suggestion (bench/engine_pace.py).
 SCALES_REFIT_EVERY_GENERATION = 100
 SCALES_REFIT_GROWTH = 1.25
+SCALES_REFIT_UNTIL = 400
 # A local pick (`local_picks`) changes at most this many parameters of the best configuration.
 LOCAL_CHANGES = 2
 # An expected improvement within this share of the highest ties with it within rounding
@@ -601,7 +603,8 @@ class ScreenedGA(GA):
     ) -> tuple[float | np.ndarray, float, int]:
         """The process's length scales and noise, and the evaluations they were fitted to
         (`batch` of `ListedProcess.update`): per-parameter scales (`length_scales`) and the
-        noise are refitted on the schedule of `SCALES_REFIT_GROWTH` and reused in between;
+        noise are refitted on the schedule of `SCALES_REFIT_GROWTH` up to `SCALES_REFIT_UNTIL`
+        evaluations and reused in between and after;
         one shared scale is chosen from `LENGTH_SCALES` by the likelihood every time."""
         records = self._records
         told = (len(records), records[-1].candidate_id if records else None)
@@ -620,7 +623,9 @@ class ScreenedGA(GA):
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         n = len(y)
         scales, fitted_at = getattr(self, "_scales", None), getattr(self, "_scales_at", 0)
-        reuse = SCALES_REFIT_EVERY_GENERATION < n < SCALES_REFIT_GROWTH * fitted_at
+        reuse = n > SCALES_REFIT_EVERY_GENERATION and (
+            n < SCALES_REFIT_GROWTH * fitted_at or n > SCALES_REFIT_UNTIL
+        )
         if config.length_scales != "shared" and scales is not None and reuse:
             return scales, self._noise, fitted_at
         fitted = [*ok, *failed]

@@ -433,3 +433,20 @@ def test_the_listed_ranking_proposes_what_the_rebuilt_process_proposes(
     # Every pick by `GaussianProcess` rebuilt for it, as before `ListedProcess`.
     monkeypatch.setattr(screened, "_near_tie", lambda gain, pick: True)
     assert [proposed(seed) for seed in range(3)] == fast
+
+
+def test_per_parameter_scales_are_not_refitted_after_the_last_refit_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fitted_at: list[int] = []
+    fit = gaussian_process.fit_hyperparameters
+
+    def counted(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+        fitted_at.append(len(X))
+        return fit(X, y)
+
+    monkeypatch.setattr(gaussian_process, "fit_hyperparameters", counted)
+    monkeypatch.setattr(screened, "SCALES_REFIT_UNTIL", 110)
+    _proposed_keys(170, 3)
+    # The growth schedule alone refits at ~125 and ~156 (the test above).
+    assert fitted_at and max(fitted_at) <= 110
