@@ -461,7 +461,7 @@ def _resolve(target: str) -> Callable[..., Any]:
 
 
 PROFILE_ENV = "CIQ_TUNE_PROFILE"
-"""A folder: each worker profiles its tasks (`cProfile`) and writes ``<pid>.prof`` there after
+"""A folder (made if missing): each worker profiles its tasks (`cProfile`) and writes ``<pid>.prof`` there after
 each, to see where an evaluation's time goes (``python -m pstats``)."""
 
 
@@ -480,6 +480,8 @@ def _serve(recv: Connection, send: Connection, preload: list[str]) -> None:
         os.nice(int(os.environ[NICE_ENV]))
     send.send(("ready", os.getpid()))
     folder = os.environ.get(PROFILE_ENV)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
     profile = cProfile.Profile() if folder else None
 
     def progress(phase: str) -> None:

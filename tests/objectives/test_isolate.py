@@ -177,12 +177,13 @@ def test_a_profiled_worker_writes_where_its_tasks_spent_their_time(tmp_path) -> 
 
     from objectives._isolate import PROFILE_ENV
 
-    profiled = IsolatedWorker(env={PROFILE_ENV: str(tmp_path)})
+    folder = tmp_path / "not-yet-made"
+    profiled = IsolatedWorker(env={PROFILE_ENV: str(folder)})
     try:
         result = profiled.run(f"{T}:echo", {"x": 1}, compile_timeout_s=30, run_timeout_s=30)
     finally:
         profiled.close()
-    stats = pstats.Stats(str(tmp_path / f"{result['pid']}.prof"))
+    stats = pstats.Stats(str(folder / f"{result['pid']}.prof"))
     assert any(name == "echo" for _, _, name in stats.stats)  # type: ignore[attr-defined]
 
 
