@@ -461,8 +461,9 @@ def _resolve(target: str) -> Callable[..., Any]:
 
 
 PROFILE_ENV = "CIQ_TUNE_PROFILE"
-"""A folder (made if missing): each worker profiles its tasks (`cProfile`) and writes ``<pid>.prof`` there after
-each, to see where an evaluation's time goes (``python -m pstats``)."""
+"""A folder (made if missing): each worker profiles its tasks (`cProfile`) and writes
+``<pid>.prof`` there after each, to see where an evaluation's time goes (``python -m
+pstats``)."""
 
 
 NICE_ENV = "CIQ_TUNE_NICE"

@@ -62,6 +62,10 @@ class MeasurementProtocol:
             warm-up would cap it at ~6 candidates/s. Re-measurements keep the full warm-up:
             with 10 ms their rounds' duty cycle, and with it a power-limited matmul's clock,
             depended on what else was being re-measured (4-7 % apart on the H200).
+        busy_graph_warmup_ms: the warm-up of a busy round of a micro-second kernel (timed from
+            graph replays, `GRAPH_BELOW_MS`), milliseconds; None: `busy_warmup_ms`. Such a
+            kernel draws too little power to move a loaded GPU's clock, and 10 ms of warm-up
+            would be most of its round.
         busy_gap_ms: the longest gap between two rounds of one process after which the GPU
             still counts as busy, milliseconds.
         rep_ms: total duration of the timed launches, milliseconds. 40 ms is ~130 launches of
@@ -83,6 +87,7 @@ class MeasurementProtocol:
 
     warmup_ms: float = 100.0
     busy_warmup_ms: float | None = None
+    busy_graph_warmup_ms: float | None = None
     busy_gap_ms: float = 50.0
     rep_ms: float = 40.0
     max_repeats: int = 100
@@ -95,12 +100,15 @@ class MeasurementProtocol:
         if not (
             self.warmup_ms >= 0
             and (self.busy_warmup_ms is None or self.busy_warmup_ms >= 0)
+            and (self.busy_graph_warmup_ms is None or self.busy_graph_warmup_ms >= 0)
             and self.busy_gap_ms >= 0
             and self.rep_ms > 0
         ):
             raise ValueError(
-                f"`warmup_ms`, `busy_warmup_ms` and `busy_gap_ms` must be >= 0 and `rep_ms` > 0, "
-                f"got warmup_ms={self.warmup_ms}, busy_warmup_ms={self.busy_warmup_ms}, "
+                f"`warmup_ms`, `busy_warmup_ms`, `busy_graph_warmup_ms` and `busy_gap_ms` must be "
+                f">= 0 and `rep_ms` > 0, got warmup_ms={self.warmup_ms}, "
+                f"busy_warmup_ms={self.busy_warmup_ms}, "
+                f"busy_graph_warmup_ms={self.busy_graph_warmup_ms}, "
                 f"busy_gap_ms={self.busy_gap_ms}, rep_ms={self.rep_ms}"
             )
         if self.l2 not in ("cold", "warm"):
@@ -127,19 +135,23 @@ class MeasurementProtocol:
         """This protocol with the description's `l2` (cold or warm)."""
         return self if desc.l2 == self.l2 else replace(self, l2=desc.l2)
 
-    def warmup_after(self, gap_ms: float | None) -> float:
+    def warmup_after(self, gap_ms: float | None, *, graph: bool = False) -> float:
         """The warm-up of a round that starts `gap_ms` after this process's previous round
-        ended (None: no previous round), milliseconds."""
+        ended (None: no previous round), milliseconds; `graph`: of a micro-second kernel's
+        graph replays."""
         if self.busy_warmup_ms is None or gap_ms is None or gap_ms > self.busy_gap_ms:
             return self.warmup_ms
+        if graph and self.busy_graph_warmup_ms is not None:
+            return self.busy_graph_warmup_ms
         return self.busy_warmup_ms
 
 
 DEFAULT_PROTOCOL = MeasurementProtocol()
 """The protocol of the search's trials and of every re-measurement."""
 
-BACK_TO_BACK_PROTOCOL = MeasurementProtocol(busy_warmup_ms=10.0)
-"""The per-GPU benchmark server's: a round right after another warms up 10 ms."""
+BACK_TO_BACK_PROTOCOL = MeasurementProtocol(busy_warmup_ms=10.0, busy_graph_warmup_ms=1.0)
+"""The per-GPU benchmark server's: a round right after another warms up 10 ms (a micro-second
+kernel's graph replays 1 ms)."""
 
 
 @dataclass(frozen=True)
@@ -254,18 +266,19 @@ GRAPH_TRY_BELOW_MS = 0.1
 """Kernels whose flushed launch, less a flush, is under this (ms) are tried in a graph, whose
 replay decides against `GRAPH_BELOW_MS`: the host's launch overhead can inflate that estimate
 several times over, and the method must not flip from round to round with it."""
-GRAPH_REPLAY_MS = 1.0
+GRAPH_REPLAY_MS = 0.25
 """Aimed duration of one graph replay (ms): enough launches that the events' resolution
-(~0.5 µs) and the graph's own launch vanish in the mean per launch."""
+(~0.5 µs, 0.2 % of it) and the graph's own launch vanish in the mean per launch."""
 GRAPH_REPLAYS = 10
 """Timed replays of a graph per round (as `triton.testing.do_bench_cudagraph`); each is the
 mean of hundreds of launches, so ten give a stable median."""
 MAX_GRAPH_LAUNCHES = 1000
 MAX_CAPTURED_LAUNCHES = 128
 """Launches captured into one graph: a replay of more replays that graph back to back. A graph
-costs host time per captured launch (each a Python launch, then instantiated); back-to-back
-replays cost ~10 µs of host time each and keep the GPU busy, and the gap between two graphs
-(~1-2 µs) adds at most ~1 % to a one-micro-second kernel's mean per launch."""
+costs host time per captured launch (each a Python launch, then instantiated), while the GPU
+waits; back-to-back replays cost ~10 µs of host time each and keep the GPU busy, and the gap
+between two graphs (~1-2 µs) adds at most ~1 % to a one-micro-second kernel's mean per
+launch. A round captures one graph."""
 
 
 def time_cuda(
@@ -277,6 +290,7 @@ def time_cuda(
     arrays: ArrayLibrary = TORCH,
     max_repeats: int | None = None,
     l2: str = "cold",
+    graph_warmup_ms: float | None = None,
 ) -> TimingStats:
     """Time a GPU callable with CUDA events, the method chosen by the kernel's duration.
 
@@ -290,9 +304,11 @@ def time_cuda(
     the array library so that CuPy (CUDA C++ kernels, no torch) and torch (Triton, Helion) time
     alike: `warmup_ms` worth of untimed calls, then `rep_ms` worth of timed ones (at most
     `max_repeats`, at least 5), each between two events after its separator (timer
-    ``cuda_events``). A shorter kernel is captured into a CUDA graph of about `GRAPH_REPLAY_MS`
-    of launches, replayed for `warmup_ms` untimed, then `GRAPH_REPLAYS` times between two
-    events, each after its separator; a replay's value is its mean per launch (timer
+    ``cuda_events``). A shorter kernel is captured once into a CUDA graph of about
+    `GRAPH_REPLAY_MS` of launches; a replay is that graph replayed back to back as often as
+    the aimed duration takes (the estimate can be inflated by the host's launch overhead, a
+    replay's time is not), for `graph_warmup_ms` untimed, then `GRAPH_REPLAYS` times between
+    two events, each after its separator; a replay's value is its mean per launch (timer
     ``cuda_graph``). `fn` receives the index of the input set to use, rotating over `n_rotate`
     sets, so that cold, most launches find their inputs outside L2 when the sets together are
     larger than it.
@@ -306,6 +322,7 @@ def time_cuda(
         arrays: The library whose stream, events, graphs and memory the kernel uses.
         max_repeats: At most this many timed launches (None: as many as `rep_ms` holds).
         l2: ``"cold"`` or ``"warm"`` (`MeasurementProtocol.l2`).
+        graph_warmup_ms: Warm-up of graph replays, milliseconds (None: `warmup_ms`).
 
     Returns:
         Statistics over all timed repetitions (launches, or replays' means per launch).
@@ -334,7 +351,8 @@ def time_cuda(
     # the host's launch overhead instead, which the separator hides.
     kernel_ms = max(estimate_ms - arrays.elapsed_ms(start, end) / 5, 5e-4)
     if kernel_ms < GRAPH_TRY_BELOW_MS:
-        graphed = _time_graph(call, separate, kernel_ms, warmup_ms=warmup_ms, arrays=arrays)
+        warm = warmup_ms if graph_warmup_ms is None else graph_warmup_ms
+        graphed = _time_graph(call, separate, kernel_ms, warmup_ms=warm, arrays=arrays)
         if graphed is not None:
             return graphed
     n_warmup = max(1, int(warmup_ms / estimate_ms))
@@ -367,19 +385,32 @@ def _time_graph(
     """`time_cuda`'s method for a micro-second kernel: replays of a captured graph of launches.
     None when a replay shows the kernel is not one (the estimate was off): the caller times it
     launch by launch."""
-    launches = max(1, min(MAX_GRAPH_LAUNCHES, math.ceil(GRAPH_REPLAY_MS / kernel_ms)))
-    replay, launches, replay_ms = _captured(call, launches, arrays)
-    if replay_ms / launches >= GRAPH_BELOW_MS:
+    launches = max(1, min(MAX_CAPTURED_LAUNCHES, math.ceil(GRAPH_REPLAY_MS / kernel_ms)))
+    graph = arrays.capture(lambda: _repeat(call, launches))
+    graph()  # untimed: the first replay uploads the graph
+    first, last = arrays.event(), arrays.event()
+    first.record()
+    graph()
+    last.record()
+    arrays.synchronize()
+    graph_ms = max(arrays.elapsed_ms(first, last), 5e-4)
+    if graph_ms / launches >= GRAPH_BELOW_MS:
         return None
-    if replay_ms < GRAPH_REPLAY_MS / 2 and launches < MAX_GRAPH_LAUNCHES:
-        # The estimate was inflated: as many launches as a replay of the aimed length holds.
-        per_launch = replay_ms / launches
-        launches = max(1, min(MAX_GRAPH_LAUNCHES, math.ceil(GRAPH_REPLAY_MS / per_launch)))
-        replay, launches, replay_ms = _captured(call, launches, arrays)
-    for _ in range(max(1, math.ceil(warmup_ms / replay_ms))):
+    repeats = max(1, min(MAX_GRAPH_LAUNCHES // launches, math.ceil(GRAPH_REPLAY_MS / graph_ms)))
+    per_replay = launches * repeats
+
+    def replay() -> None:
+        _repeat(graph, repeats)
+
+    for _ in range(max(1, math.ceil(warmup_ms / (graph_ms * repeats)))):
         replay()
-    times = [t / launches for t in _separated_times(replay, separate, GRAPH_REPLAYS, arrays)]
-    return replace(summarize(times, timer="cuda_graph"), launches_per_replay=launches)
+    times = [t / per_replay for t in _separated_times(replay, separate, GRAPH_REPLAYS, arrays)]
+    return replace(summarize(times, timer="cuda_graph"), launches_per_replay=per_replay)
+
+
+def _repeat(body: Callable[[], object], times: int) -> None:
+    for _ in range(times):
+        body()
 
 
 def _separated_times(
@@ -395,34 +426,6 @@ def _separated_times(
         ends[i].record()
     arrays.synchronize()
     return [arrays.elapsed_ms(s, e) for s, e in zip(starts, ends, strict=True)]
-
-
-def _captured(
-    call: Callable[[], None], launches: int, arrays: ArrayLibrary
-) -> tuple[Callable[[], None], int, float]:
-    """A replay of about `launches` calls: a graph of at most `MAX_CAPTURED_LAUNCHES`, replayed
-    back to back as often as it takes; the launches one replay makes, and its time after the
-    upload (ms)."""
-    per_graph = min(launches, MAX_CAPTURED_LAUNCHES)
-    repeats = math.ceil(launches / per_graph)
-
-    def body() -> None:
-        for _ in range(per_graph):
-            call()
-
-    graph = arrays.capture(body)
-
-    def replay() -> None:
-        for _ in range(repeats):
-            graph()
-
-    replay()  # untimed: the first replay uploads the graph
-    first, last = arrays.event(), arrays.event()
-    first.record()
-    replay()
-    last.record()
-    arrays.synchronize()
-    return replay, per_graph * repeats, max(arrays.elapsed_ms(first, last), 5e-4)
 
 
 def time_host(fn: Callable[[int], object], *, n_rotate: int, reps: int) -> TimingStats:
@@ -490,6 +493,7 @@ def measure_round(
     if idle_ms is not None:
         gap_ms = idle_ms if gap_ms is None else min(gap_ms, idle_ms)
     warmup_ms = protocol.warmup_after(gap_ms)
+    graph_warmup_ms = protocol.warmup_after(gap_ms, graph=True)
     stats = time_cuda(
         run,
         n_rotate=n_rotate,
@@ -498,6 +502,7 @@ def measure_round(
         arrays=arrays,
         max_repeats=protocol.max_repeats,
         l2=protocol.l2,
+        graph_warmup_ms=graph_warmup_ms,
     )
     _last_round_end = time.perf_counter()
     conditions = gpu_conditions(arrays)
@@ -505,6 +510,6 @@ def measure_round(
         stats,
         sm_clock_mhz=conditions["sm_clock_mhz"],
         temperature_c=conditions["temperature_c"],
-        warmup_ms=warmup_ms,
+        warmup_ms=graph_warmup_ms if stats.timer == "cuda_graph" else warmup_ms,
         l2=protocol.l2,
     )

@@ -51,7 +51,7 @@ def test_a_gpu_round_warms_up_long_after_idle_and_short_right_after_a_round(monk
 
     warmups: list[float] = []
 
-    def fake_time_cuda(fn, *, n_rotate, warmup_ms, rep_ms, arrays, max_repeats, l2):
+    def fake_time_cuda(fn, *, n_rotate, warmup_ms, rep_ms, arrays, max_repeats, l2, **graph):
         warmups.append(warmup_ms)
         return protocol.summarize([1.0, 1.1], timer="cuda_events")
 
@@ -90,8 +90,33 @@ def test_only_the_back_to_back_protocol_shortens_the_warmup():
 
     # re-measurements and in-trial searches always warm up in full
     assert DEFAULT_PROTOCOL.warmup_after(1.0) == DEFAULT_PROTOCOL.warmup_ms == 100.0
+    assert DEFAULT_PROTOCOL.warmup_after(1.0, graph=True) == 100.0
     assert BACK_TO_BACK_PROTOCOL.warmup_after(1.0) == 10.0
     assert BACK_TO_BACK_PROTOCOL.warmup_after(None) == 100.0
+    # a micro-second kernel's graph replays, right after a round: 1 ms; after idling: in full
+    assert BACK_TO_BACK_PROTOCOL.warmup_after(1.0, graph=True) == 1.0
+    assert BACK_TO_BACK_PROTOCOL.warmup_after(None, graph=True) == 100.0
+
+
+def test_a_busy_graph_round_warms_up_as_the_protocol_says_and_records_it(monkeypatch):
+    import objectives.protocol as protocol
+
+    seen: list[tuple[float, float | None]] = []
+
+    def fake_time_cuda(fn, *, n_rotate, warmup_ms, rep_ms, arrays, max_repeats, l2, **graph):
+        seen.append((warmup_ms, graph["graph_warmup_ms"]))
+        return protocol.summarize([0.002, 0.002], timer="cuda_graph")
+
+    monkeypatch.setattr(protocol, "time_cuda", fake_time_cuda)
+    monkeypatch.setattr(
+        protocol, "gpu_conditions", lambda arrays: {"sm_clock_mhz": None, "temperature_c": None}
+    )
+    monkeypatch.setattr(protocol, "_last_round_end", None)
+    p = MeasurementProtocol(busy_warmup_ms=10.0, busy_graph_warmup_ms=1.0, busy_gap_ms=5000.0)
+    first = measure_round(lambda i: None, 1, device="cuda", protocol=p)
+    second = measure_round(lambda i: None, 1, device="cuda", protocol=p)
+    assert seen == [(100.0, 100.0), (10.0, 1.0)]
+    assert (first.warmup_ms, second.warmup_ms) == (100.0, 1.0)
 
 
 class _TracedGpu:
@@ -185,11 +210,32 @@ def test_a_micro_second_kernel_is_timed_from_graph_replays():
 
     gpu.capture = capture
     stats = time_cuda(gpu.launch, n_rotate=2, warmup_ms=10, rep_ms=40, arrays=gpu)
-    # about 1 ms of launches per replay (a graph of 128, replayed 4 times back to back), each
-    # replay's value its mean per launch
-    assert captured == [128]
-    assert stats.timer == "cuda_graph" and stats.launches_per_replay == 512
+    # about GRAPH_REPLAY_MS of launches per replay (a graph of 125), each replay's value its
+    # mean per launch
+    assert captured == [125]
+    assert stats.timer == "cuda_graph" and stats.launches_per_replay == 125
     assert stats.n == GRAPH_REPLAYS and stats.median_ms == pytest.approx(0.002)
+
+
+def test_a_graph_shorter_than_its_estimate_is_replayed_back_to_back_never_captured_again():
+    from objectives.protocol import MAX_CAPTURED_LAUNCHES
+    from objectives.protocol import time_cuda
+
+    gpu = _TracedGpu(launch_ms=0.004)  # the separated launches say 4 µs …
+    captured: list[int] = []
+
+    def capture(body):
+        before = len(gpu.trace)
+        body()
+        captured.append(sum(isinstance(x, int) for x in gpu.trace[before:]))
+        return lambda: gpu.advance(captured[0] * 0.0005)  # … a replay says 0.5 µs a launch
+
+    gpu.capture = capture
+    stats = time_cuda(gpu.launch, n_rotate=1, warmup_ms=1, rep_ms=40, arrays=gpu)
+    # 63 launches aimed at 0.25 ms took 0.0315 ms: the one graph, 8 times a replay
+    assert captured == [63] and MAX_CAPTURED_LAUNCHES >= 63
+    assert stats.launches_per_replay == 63 * 8
+    assert stats.median_ms == pytest.approx(0.0005)
 
 
 def test_a_kernel_whose_graph_replay_shows_it_is_not_micro_seconds_is_timed_launch_by_launch():
