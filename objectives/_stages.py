@@ -30,6 +30,7 @@ from typing import Any
 from typing import Protocol
 
 from ciq_tune.errors import MeasurementError
+from objectives._isolate import BENCHMARK_MAX_TASKS
 from objectives._isolate import IsolatedWorker
 from objectives._isolate import run_isolated
 
@@ -111,7 +112,9 @@ def benchmark_here(request: BenchmarkRequest) -> dict[str, Any]:
     key = (tuple(sorted(env.items())), request.preload)
     worker = _BENCH_WORKERS.get(key)
     if worker is None:
-        worker = _BENCH_WORKERS[key] = IsolatedWorker(env=env, preload=request.preload)
+        worker = _BENCH_WORKERS[key] = IsolatedWorker(
+            env=env, preload=request.preload, max_tasks=BENCHMARK_MAX_TASKS
+        )
     result = worker.run(
         request.target,
         request.payload,

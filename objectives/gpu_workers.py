@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from objectives._gpu import visible_gpus
+from objectives._isolate import BENCHMARK_MAX_TASKS
 from objectives._isolate import IsolatedWorker
 from objectives._stages import BenchmarkRequest
 
@@ -59,7 +60,9 @@ class GpuWorkers:
         self.gpus = visible_gpus() if gpus is None else list(gpus)
         envs = [{"CUDA_VISIBLE_DEVICES": g} for g in self.gpus for _ in range(per_gpu)]
         envs = envs or [dict(cpu_env or {})]
-        self._workers = [IsolatedWorker(env=env, preload=preload) for env in envs]
+        self._workers = [
+            IsolatedWorker(env=env, preload=preload, max_tasks=BENCHMARK_MAX_TASKS) for env in envs
+        ]
         self._free: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self.served = [0] * len(self._workers)

@@ -95,3 +95,20 @@ def test_the_gpu_lock_says_how_long_the_gpu_idled(tmp_path: Path) -> None:
     with held_lock(path) as second:
         pass
     assert second.idle_ms is not None and 150 <= second.idle_ms < 5000
+
+
+def test_a_benchmark_worker_serves_more_tasks_than_a_compile_worker_keeps_without_restarting() -> (
+    None
+):
+    from objectives._isolate import DEFAULT_MAX_TASKS
+
+    # a validation sends a benchmark worker hundreds of rounds; a restart costs seconds
+    workers = GpuWorkers(gpus=[], per_gpu=1)
+    request = BenchmarkRequest(
+        target=f"{T}:echo", payload=1, compile_timeout_s=60, run_timeout_s=60
+    )
+    try:
+        pids = {workers(request)["pid"] for _ in range(DEFAULT_MAX_TASKS + 1)}
+    finally:
+        workers.close()
+    assert len(pids) == 1
