@@ -8,7 +8,6 @@ from typing import Literal
 
 import numpy as np
 from pymoo.core.sampling import Sampling
-from scipy.stats import qmc
 
 if TYPE_CHECKING:
     from ciq_tune.engine.operators.problem import SpaceProblem
@@ -38,6 +37,8 @@ class LatinHypercubeSampling(Sampling):
 
     def unit_points(self, d: int, n: int, rng: np.random.Generator) -> np.ndarray:
         """`n` points of the unit hypercube in `d` dimensions."""
+        from scipy.stats import qmc  # scipy.stats takes ~1 s to import: only when drawn
+
         return qmc.LatinHypercube(d=d, optimization=self.optimization, rng=rng).random(n)
 
     def _do(self, problem: SpaceProblem, n_samples: int, *args: Any, **kwargs: Any) -> np.ndarray:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import qmc
 
 from ciq_tune.engine.operators.sampling.latin_hypercube import LatinHypercubeSampling
 
@@ -17,6 +16,8 @@ class SobolSampling(LatinHypercubeSampling):
     every pair of parameters, not only over each one."""
 
     def unit_points(self, d: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        from scipy.stats import qmc  # scipy.stats takes ~1 s to import: only when drawn
+
         # Drawn as the next power of two and cut, which scipy's balance warning is about.
         m = max(math.ceil(math.log2(max(n, 1))), 0)
         return qmc.Sobol(d=d, scramble=True, rng=rng).random_base2(m)[:n]
