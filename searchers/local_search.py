@@ -137,6 +137,7 @@ def search_locally(
     on_result: Callable[[Candidate, dict[str, Any]], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
     checkpoint: Path | None = None,
+    keep: Sequence[str] = (),
 ) -> LocalSearch:
     """Run a kernel search on this machine: the `engine`'s candidates (`kernel_engine`, or one
     restored from its state) evaluated by `trainable`, `workers` at a time, to the end of its
@@ -153,10 +154,17 @@ def search_locally(
             and recorded).
         checkpoint: A JSON file the engine's state is written to (`Engine.get_state`) every
             `CHECKPOINT_S` seconds and at the end, from which `ciq-tune resume` continues.
+        keep: Result keys kept in each evaluation's record (its `info`) beside the usual
+            ones, so that a restored engine's `rows` have them (a matrix's per-shape values).
+
+    Returns:
+        The search, whose `rows` start with a restored engine's evaluations (their records'
+        `info`).
     """
     from ciq_tune.engine.local_run import LocalRun
 
-    rows: dict[str, dict[str, Any]] = {}
+    rows = {config_key(r.config): dict(r.info) for r in engine.result().records}
+    kept = (*_INFO_KEYS, *keep)
     written = time.monotonic()
 
     def tell(candidate: Candidate, result: dict[str, Any]) -> None:
@@ -165,7 +173,7 @@ def search_locally(
         result.setdefault("timestamp", time.time())
         result.setdefault("time_total_s", result.get("wall_s"))
         values, status, error = result_outcome(result, [metric])
-        info = {k: result[k] for k in _INFO_KEYS if k in result}
+        info = {k: result[k] for k in kept if k in result}
         if error:
             info["error"] = error
         engine.tell(candidate.id, values, status=status, info=info)

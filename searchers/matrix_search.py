@@ -69,6 +69,11 @@ BUCKET_SCORE = "bucket_score"
 """The objective of a bucket's ranking: its weighted geometric mean relative to the baseline."""
 
 
+HELION_CONFIG = "helion_config"
+"""The result key of a Helion evaluation's configuration (JSON), which the controls file's
+entry records."""
+
+
 @dataclass(frozen=True)
 class MatrixSettings:
     """Budget and validation of a matrix search.
@@ -461,7 +466,7 @@ def _winner(
 
 
 def _helion_config(metrics: dict[str, Any]) -> dict[str, Any] | None:
-    text = metrics.get("helion_config")
+    text = metrics.get(HELION_CONFIG)
     return json.loads(text) if isinstance(text, str) else None
 
 

@@ -11,13 +11,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from ciq_tune.cli._interrupt import graceful_interrupt
 from ciq_tune.cli._interrupt import report_kept
+from tests.searchers.sigint import sigint_after_first_evaluation
 
 EXAMPLE = Path(__file__).parents[1] / "examples/kernels/ptx/spill.yaml"
 ROOT = Path(__file__).parents[1]
@@ -48,32 +48,6 @@ def _rows(path: Path) -> int:
         return sum(1 for _ in csv.DictReader(f))
 
 
-def _signal_after_first_evaluation(proc: subprocess.Popen[str], budget: int) -> list[str]:
-    """Read the command's stderr until its progress line (printed at the first finished
-    evaluation, then every 2 s) shows 1 to budget-1 evaluations, send SIGINT, and return every
-    stderr line once the process has ended."""
-    lines: list[str] = []
-    counted = threading.Event()
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
-            done = re.match(rf"(\d+)/{budget} evaluations", line)
-            if done and 0 < int(done.group(1)) < budget:
-                counted.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    # Ray's start and the first compile take seconds on an idle machine, minutes on a loaded one.
-    assert counted.wait(timeout=600), "no evaluation finished:\n" + "".join(lines[-20:])
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=300)
-    reader.join(timeout=60)
-    return lines
-
-
 @pytest.mark.slow
 @pytest.mark.ray  # `tune` starts Ray in its own process; `resume` uses the shared one
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not installed")
@@ -92,7 +66,7 @@ def test_sigint_exits_130_with_the_tables_count_and_resume_finishes(
         proc = subprocess.Popen(
             command, stdout=stdout_file, stderr=subprocess.PIPE, text=True, env=env
         )
-        stderr = "".join(_signal_after_first_evaluation(proc, budget))
+        stderr = "".join(sigint_after_first_evaluation(proc, budget))
     stdout = (tmp_path / "stdout.txt").read_text()
     assert proc.returncode == 130, stdout + stderr
     assert "Traceback" not in stderr

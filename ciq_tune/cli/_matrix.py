@@ -9,6 +9,7 @@ from typing import Any
 
 from ciq_tune.cli._interrupt import graceful_interrupt
 from ciq_tune.cli._interrupt import report_kept
+from ciq_tune.cli.tune import SEARCH_STATE
 from ciq_tune.cli.tune import VALIDATE_TOP
 from ciq_tune.cli.tune import benchmark_pool
 from ciq_tune.cli.tune import place_trials
@@ -21,6 +22,7 @@ from ciq_tune.cli.tune import write_run_settings
 if TYPE_CHECKING:
     from ray import tune
 
+    from ciq_tune.engine import Engine
     from ciq_tune.tracking import MlflowWriter
     from ciq_tune.validation import ValidationConfig
     from objectives.description import KernelDescription
@@ -39,9 +41,11 @@ def tune_matrix_command(
     settings: ValidationConfig,
     writer: MlflowWriter | None = None,
     local: LocalWorkers | None = None,
+    restored: Engine | None = None,
 ) -> int:
     """Tune the matrix and write OUT/<name>.controls.yaml (schema 2, with the matrix) and
-    OUT/evaluations.csv."""
+    OUT/evaluations.csv; `restored`: go on with the engine of an interrupted local run of
+    OUT (`ciq-tune resume`) instead of starting one."""
     from ciq_tune.controls import controls_file as cf
     from objectives import make_search_space
     from searchers.matrix_search import MatrixInterrupted
@@ -50,7 +54,12 @@ def tune_matrix_command(
     from searchers.matrix_search import matrix_metric
     from searchers.matrix_search import write_matrix_table
 
-    strategy, budget = search_budget(args, make_search_space(desc.at_shape(desc.matrix()[0])))
+    if restored is None:
+        strategy, budget = search_budget(args, make_search_space(desc.at_shape(desc.matrix()[0])))
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_run_settings(args)
+    else:
+        strategy, budget = "auto", int(restored.budget.max_evaluations or 0)
     matrix_settings = MatrixSettings(
         budget=budget,
         seed=args.seed,
@@ -58,11 +67,9 @@ def tune_matrix_command(
         validation=settings,
         strategy=strategy,
     )
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_run_settings(args)
     try:
         if local is not None:
-            search = _tune_locally(args, desc, matrix_settings, writer, local)
+            search = _tune_locally(args, desc, matrix_settings, writer, local, restored)
         else:
             search = _tune_on_ray(args, desc, matrix_settings, writer)
     except MatrixInterrupted as stopped:
@@ -72,7 +79,9 @@ def tune_matrix_command(
             len(records),
             sum(1 for r in records if r.ok),
             f"{args.out / EVALUATIONS} (no controls file)",
-            "a multi-shape search does not resume: run `ciq-tune tune` again",
+            f"continue with `ciq-tune resume {args.out}`"
+            if local is not None
+            else "a multi-shape search on Ray does not resume: run `ciq-tune tune` again",
         )
     write_matrix_table(args.out / EVALUATIONS, desc, search.results, search.shapes)
     for outcome in search.outcomes:
@@ -130,12 +139,15 @@ def _tune_locally(
     settings: MatrixSettings,
     writer: MlflowWriter | None,
     local: LocalWorkers,
+    restored: Engine | None,
 ) -> MatrixSearch:
-    """The matrix search on this machine's worker processes, each bucket then re-measured on
-    its benchmark workers."""
+    """The matrix search on this machine's worker processes (`restored`'s, or a new engine's),
+    each bucket then re-measured on its benchmark workers. The engine's state, each
+    evaluation's per-shape values with it, is kept in OUT/search_state.json as it goes."""
     from searchers.local_search import kernel_engine
     from searchers.local_search import local_callbacks
     from searchers.local_search import search_locally
+    from searchers.matrix_search import HELION_CONFIG
     from searchers.matrix_search import matrix_metric
     from searchers.matrix_search import tune_matrix
 
@@ -147,7 +159,7 @@ def _tune_locally(
         def search(
             trainable: Any, space: Any, points: list[Any]
         ) -> tuple[Any, dict[str, dict[str, Any]]]:
-            engine = kernel_engine(
+            engine = restored or kernel_engine(
                 space=space,
                 metric=metric,
                 mode=desc.mode,
@@ -164,6 +176,8 @@ def _tune_locally(
                 workers=local.slots,
                 on_result=on_result,
                 stop=lambda: interrupt.received,
+                checkpoint=args.out / SEARCH_STATE,
+                keep=[*(f"{desc.metric}@{i}" for i in range(len(desc.matrix()))), HELION_CONFIG],
             )
             print_local_throughput(done, local.benchmark, started=getattr(args, "started", None))
             return done.results, done.rows

@@ -78,12 +78,13 @@ def _resume(args: argparse.Namespace) -> int:
     # A run.json from before `--vendor-controls` has no such key.
     vendor = [Path(f) for f in settings.get("vendor_controls", [])]
     desc = with_vendor_files(load_description(settings["description"]), vendor)
-    if desc.shapes:
+    local = (args.run_dir / SEARCH_STATE).exists() and not (args.run_dir / "ray").exists()
+    if desc.shapes and not local:
         raise CiqTuneError(
             f"{settings_path}: a multi-shape search (`shapes` in {settings['description']}) "
-            "does not resume; run `ciq-tune tune` again"
+            "made on Ray does not resume; run `ciq-tune tune` again"
         )
-    if (args.run_dir / SEARCH_STATE).exists() and not (args.run_dir / "ray").exists():
+    if local:
         return _resume_locally(args, settings, desc)
     if not args.trust_pickle:
         raise CiqTuneError(
@@ -142,7 +143,8 @@ def _resume(args: argparse.Namespace) -> int:
 def _resume_locally(args: argparse.Namespace, settings: dict[str, Any], desc: Any) -> int:
     """Continue a local run (`tune --runtime local`) from its engine's state: the candidates
     it had handed out first, then new ones to the end of its budget, on this machine's
-    workers; then its validation and outputs, as `tune` writes them."""
+    workers; then its validation and outputs, as `tune` writes them (a matrix's: each
+    evaluation's per-shape values are in the state)."""
     from ciq_tune.engine import Engine
     from ciq_tune.errors import StateError
     from ciq_tune.tracking import TrackingConfig
@@ -154,7 +156,7 @@ def _resume_locally(args: argparse.Namespace, settings: dict[str, Any], desc: An
 
     path = args.run_dir / SEARCH_STATE
     state = load_json(path, what="search state", error=CiqTuneError)
-    space = make_search_space(desc)
+    space = make_search_space(desc.at_shape(desc.matrix()[0]) if desc.shapes else desc)
     if not isinstance(state, dict) or state.get("space") != json.loads(json.dumps(space.to_dict())):
         raise CiqTuneError(
             f"{path}: field `space`: not the space of {settings['description']} (the "
@@ -165,21 +167,26 @@ def _resume_locally(args: argparse.Namespace, settings: dict[str, Any], desc: An
         engine = Engine.from_state(state, space=space)
     except (StateError, KeyError, TypeError, ValueError) as exc:
         raise CiqTuneError(f"{path}: not a search state this version reads: {exc}") from exc
-    points = starting_points(desc, space)
     config = validation_config(
         settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"])
     )
     args.quiet = False
     args.tracking = settings.get("tracking", "none")
     args.validate_top = settings.get("validate_top")
+    args.seed, args.out = settings.get("seed", 0), args.run_dir
     local = start_local_workers(desc.kind, settings.get("benchmark", "auto"), args.num_cpus)
     try:
         # Evaluations go on into the run's own MLflow store, numbered on from its last.
         with background_writer(
             TrackingConfig(backend=args.tracking), run_dir=args.run_dir, search_name=desc.name
         ) as writer:
+            if desc.shapes:
+                from ciq_tune.cli._matrix import tune_matrix_command
+
+                return tune_matrix_command(args, desc, config, writer, local, restored=engine)
+            baseline = starting_points(desc, space)[0]
             return run_local_search(
-                args.run_dir, desc, engine, points[0], local, args, config, writer
+                args.run_dir, desc, engine, baseline, local, args, config, writer
             )
     finally:
         local.close()

@@ -1,10 +1,13 @@
-"""Ctrl+C for in-process tests of interrupted searches: SIGINT to this process at the first
-finished trial of a Tune run of this process, or once a condition holds."""
+"""Ctrl+C for tests of interrupted searches: SIGINT to this process at the first finished trial
+of a Tune run of this process, or once a condition holds; or to a `ciq-tune` command once its
+progress line counts an evaluation."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -43,3 +46,29 @@ def sigint_when(condition: Callable[[], bool], *, timeout_s: float = 600.0) -> t
 
     threading.Thread(target=watch, daemon=True).start()
     return sent
+
+
+def sigint_after_first_evaluation(proc: subprocess.Popen[str], budget: int) -> list[str]:
+    """Read the command's stderr until its progress line (printed at the first finished
+    evaluation, then every 2 s) shows 1 to budget-1 evaluations, send SIGINT, and return every
+    stderr line once the process has ended."""
+    lines: list[str] = []
+    counted = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            done = re.match(rf"(\d+)/{budget} evaluations", line)
+            if done and 0 < int(done.group(1)) < budget:
+                counted.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    # Ray's start and the first compile take seconds on an idle machine, minutes on a loaded one.
+    assert counted.wait(timeout=600), "no evaluation finished:\n" + "".join(lines[-20:])
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=300)
+    reader.join(timeout=60)
+    return lines

@@ -162,7 +162,7 @@ def test_ctrl_c_keeps_the_matrix_searchs_evaluations_and_exits_130(
         r"interrupted: (\d+) evaluations .*evaluations.csv \(no controls file\)", printed
     )
     assert kept is not None, printed
-    assert "a multi-shape search does not resume" in printed
+    assert "a multi-shape search on Ray does not resume" in printed
     with (out / "evaluations.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert 0 < int(kept.group(1)) == len(rows) < 60
@@ -170,3 +170,46 @@ def test_ctrl_c_keeps_the_matrix_searchs_evaluations_and_exits_130(
     assert not (out / "row_scale.controls.yaml").exists()  # no winner from a partial search
     assert main(["resume", str(out)]) == 2
     assert "a multi-shape search (`shapes`" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_an_interrupted_local_matrix_search_resumes_to_its_budget_with_every_shapes_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.searchers.sigint import sigint_after_first_evaluation
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    out = tmp_path / "out"
+    budget = 6
+    command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(_description(tmp_path))]
+    command += ["--budget", str(budget), "--num-cpus", "2", "--tracking", "none"]
+    command += ["--runtime", "local", "--validate-top", "0", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    with open(tmp_path / "stdout.txt", "w") as stdout_file:
+        proc = subprocess.Popen(
+            command, stdout=stdout_file, stderr=subprocess.PIPE, text=True, env=env
+        )
+        stderr = "".join(sigint_after_first_evaluation(proc, budget))
+    stdout = (tmp_path / "stdout.txt").read_text()
+    assert proc.returncode == 130, stdout + stderr
+    assert f"continue with `ciq-tune resume {out}`" in stdout
+    with (out / "evaluations.csv").open() as handle:
+        before = list(csv.DictReader(handle))
+    assert 0 < len(before) < budget
+
+    assert main(["resume", str(out)]) == 0
+    with (out / "evaluations.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == budget == len({r["config_json"] for r in rows})
+    # The evaluations from before the interrupt kept their values at every shape.
+    values = {r["config_json"]: [r[f"time_ms@{i}"] for i in range(len(SHAPES))] for r in rows}
+    for row in before:
+        assert values[row["config_json"]] == [row[f"time_ms@{i}"] for i in range(len(SHAPES))]
+        if row["status"] == "ok":
+            assert all(float(v) > 0 for v in values[row["config_json"]])
+    matrix = yaml.safe_load((out / "row_scale.controls.yaml").read_text())["matrix"]
+    assert [e["evaluations"] for e in matrix["entries"]] == [budget] * len(SHAPES)
