@@ -1,6 +1,8 @@
 """A matrix's default search against its exhaustive sweep, in one run.
 
     python3 -m bench.matrix_exhaustive examples/kernels/triton/layer_norm_matrix.yaml --out "$OUT"
+    python3 -m bench.matrix_exhaustive examples/kernels/triton/matmul_llm.yaml --out "$OUT" \
+        --exhaustive-from SWEEP --exhaustive-s SECONDS
     python3 -m bench.matrix_exhaustive tests/…/row_scale.yaml --dry-run --out /tmp/mx  # CPU
 
 1. ``search``: ``ciq-tune tune DESC`` as a user runs it (default budget, validation, controls
@@ -12,6 +14,9 @@
    exhaustive / search (1.0: the search found the optimum's speed) with its interval, and over
    the shapes the weighted geometric mean (the description's weights) with a bootstrap interval
    over rounds.
+
+``--exhaustive-from SWEEP`` takes step 2 from a sweep run before, in parts if it was long
+(`bench/sweep.sh`): its controls file, and ``--exhaustive-s`` its wall time (the parts' sum).
 
 Prints the table published in docs/benchmarks.md and writes OUT/matrix_exhaustive.json.
 ``--dry-run`` runs the plumbing on a CPU under Triton's interpreter.
@@ -129,14 +134,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=10, help="re-measurement rounds per shape")
     parser.add_argument("--dry-run", action="store_true", help="CPU: Triton's interpreter")
+    parser.add_argument(
+        "--exhaustive-from", type=Path, help="the --out folder of a finished exhaustive sweep"
+    )
+    parser.add_argument("--exhaustive-s", type=float, help="that sweep's wall time, seconds")
     args = parser.parse_args(argv)
+    if (args.exhaustive_from is None) != (args.exhaustive_s is None):
+        parser.error("--exhaustive-from and --exhaustive-s go together")
     args.out.mkdir(parents=True, exist_ok=True)
     device = "cpu" if args.dry_run else "cuda"
     if args.dry_run:
         os.environ["TRITON_INTERPRET"] = "1"
     desc = load_description(args.description)
     results: dict[str, Any] = {"description": str(args.description), "rounds": args.rounds}
-    for run, options in (("search", []), ("exhaustive", ["--exhaustive"])):
+    runs: list[tuple[str, list[str]]] = [("search", [])]
+    if args.exhaustive_from is None:
+        runs.append(("exhaustive", ["--exhaustive"]))
+    else:
+        swept = args.exhaustive_from / f"{desc.name}.controls.yaml"
+        if not swept.is_file():
+            parser.error(f"--exhaustive-from {args.exhaustive_from}: no {swept.name} (unfinished?)")
+        results["exhaustive"] = {"wall_s": args.exhaustive_s, "controls_file": str(swept)}
+    for run, options in runs:
         results[run] = run_ciq_tune(
             args.description, args.out, dry_run=args.dry_run, run=run, options=options
         )
