@@ -7,8 +7,9 @@
 #   matmul   python3 -m bench.cli_run: the persistent matmul 4096³, 100 evaluations, validated
 #   small1   python3 -m bench.small_space --shape 5: a row-wise kernel's 24 launch options, 1 shape
 #   small6   python3 -m bench.small_space: the same over 6 shapes (micro-second shapes among them)
-#   pairs    python3 -m bench.small_space on layer_norm_decode.yaml: 24 micro-second shapes ×
-#            24 launch options, the rate of timed (configuration, shape) pairs
+#   pairs    python3 -m bench.cli_run on layer_norm_decode.yaml, --exhaustive: 24 micro-second
+#            shapes × 24 launch options, the rate of timed (configuration, shape) pairs
+#            (the peers on the same pairs: python3 -m bench.small_space on it)
 #   matrix   python3 -m bench.matrix_exhaustive: the layer-norm matrix, search vs exhaustive
 #   suite    python3 -m bench.cli_run on softmax, layer norm, attention and the CUDA row sum, 40
 #            evaluations each: the winner's search value against its re-measured value
@@ -38,8 +39,8 @@ for step in "${steps[@]}"; do
       --out "$work/small1" ;;
     small6) ran small6 240 python3 -m bench.small_space "$desc/layer_norm_launch.yaml" \
       --out "$work/small6" ;;
-    pairs) ran pairs 300 python3 -m bench.small_space "$desc/layer_norm_decode.yaml" \
-      --out "$work/pairs" ;;
+    pairs) ran pairs 300 python3 -m bench.cli_run "$desc/layer_norm_decode.yaml" \
+      --out "$work/pairs" -- --exhaustive --validate-top 3 ;;
     matrix) ran matrix 300 python3 -m bench.matrix_exhaustive "$desc/layer_norm_matrix.yaml" \
       --out "$work/matrix" ;;
     suite)
