@@ -450,3 +450,18 @@ def test_per_parameter_scales_are_not_refitted_after_the_last_refit_size(
     _proposed_keys(170, 3)
     # The growth schedule alone refits at ~125 and ~156 (the test above).
     assert fitted_at and max(fitted_at) <= 110
+
+
+def test_the_process_is_fitted_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadpoolctl import threadpool_info
+
+    threads: list[int] = []
+    fit = gaussian_process.fit_hyperparameters
+
+    def counted(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+        threads.extend(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+        return fit(X, y)
+
+    monkeypatch.setattr(gaussian_process, "fit_hyperparameters", counted)
+    _proposed_keys(40, 3)
+    assert threads and set(threads) == {1}
