@@ -93,6 +93,17 @@ def compile_env(cpu_env: Mapping[str, str]) -> dict[str, str]:
     return {**worker_env(cpu_env), NICE_ENV: str(COMPILE_NICE)}
 
 
+GPU_WARM = "objectives._gpu_warm"
+"""The module a benchmark worker imports after its kind's: its GPU's context made as it
+starts."""
+
+
+def benchmark_worker(env: Mapping[str, str], preload: tuple[str, ...]) -> IsolatedWorker:
+    """A GPU's benchmark worker: `preload`, then `GPU_WARM`; replaced on memory only
+    (`BENCHMARK_MAX_TASKS`). Started by its first task or `IsolatedWorker.warm_up`."""
+    return IsolatedWorker(env=env, preload=(*preload, GPU_WARM), max_tasks=BENCHMARK_MAX_TASKS)
+
+
 # This process's benchmark workers, apart from its compile workers (`run_isolated`'s), keyed by
 # environment and preloaded modules.
 _BENCH_WORKERS: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], IsolatedWorker] = {}
@@ -112,9 +123,7 @@ def benchmark_here(request: BenchmarkRequest) -> dict[str, Any]:
     key = (tuple(sorted(env.items())), request.preload)
     worker = _BENCH_WORKERS.get(key)
     if worker is None:
-        worker = _BENCH_WORKERS[key] = IsolatedWorker(
-            env=env, preload=request.preload, max_tasks=BENCHMARK_MAX_TASKS
-        )
+        worker = _BENCH_WORKERS[key] = benchmark_worker(env, request.preload)
     result = worker.run(
         request.target,
         request.payload,

@@ -23,9 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from objectives._gpu import visible_gpus
-from objectives._isolate import BENCHMARK_MAX_TASKS
-from objectives._isolate import IsolatedWorker
 from objectives._stages import BenchmarkRequest
+from objectives._stages import benchmark_worker
 
 WORKERS_PER_GPU = 2
 """Benchmark workers per GPU: one times while the other loads its candidate."""
@@ -60,9 +59,7 @@ class GpuWorkers:
         self.gpus = visible_gpus() if gpus is None else list(gpus)
         envs = [{"CUDA_VISIBLE_DEVICES": g} for g in self.gpus for _ in range(per_gpu)]
         envs = envs or [dict(cpu_env or {})]
-        self._workers = [
-            IsolatedWorker(env=env, preload=preload, max_tasks=BENCHMARK_MAX_TASKS) for env in envs
-        ]
+        self._workers = [benchmark_worker(env, preload) for env in envs]
         self._free: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self.served = [0] * len(self._workers)

@@ -74,3 +74,11 @@ def niceness(payload: Any, progress: Callable[[str], None]) -> dict[str, Any]:
     """The worker's niceness."""
     progress("compiled")
     return {"status": "ok", "nice": os.nice(0)}
+
+
+def modules(payload: Any, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Whether the worker has imported the module named by the payload."""
+    import sys
+
+    progress("compiled")
+    return {"status": "ok", "loaded": payload in sys.modules}

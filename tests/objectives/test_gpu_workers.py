@@ -112,3 +112,20 @@ def test_a_benchmark_worker_serves_more_tasks_than_a_compile_worker_keeps_withou
     finally:
         workers.close()
     assert len(pids) == 1
+
+
+def test_a_benchmark_worker_warms_its_gpu_as_it_starts_and_a_cpu_one_starts_all_the_same() -> None:
+    import sys
+
+    from objectives._stages import GPU_WARM
+
+    workers = GpuWorkers(gpus=[], per_gpu=1)
+    request = BenchmarkRequest(
+        target=f"{T}:modules", payload=GPU_WARM, compile_timeout_s=60, run_timeout_s=60
+    )
+    try:
+        result = workers(request)
+    finally:
+        workers.close()
+    assert result["status"] == "ok" and result["loaded"]
+    assert GPU_WARM not in sys.modules  # only the worker imported it
