@@ -9,15 +9,13 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ciq_tune.cli._interrupt import graceful_interrupt
 from ciq_tune.cli._interrupt import report_kept
-from tests.searchers.sigint import sigint_after_first_evaluation
+from tests.searchers.sigint import interrupted_tune
 
 EXAMPLE = Path(__file__).parents[1] / "examples/kernels/ptx/spill.yaml"
 ROOT = Path(__file__).parents[1]
@@ -58,17 +56,10 @@ def test_sigint_exits_130_with_the_tables_count_and_resume_finishes(
     # The signal follows the first evaluation within milliseconds (at most 2 more are running);
     # 20 leaves the resume work to do.
     budget = 20
-    command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(EXAMPLE), "--budget", str(budget)]
-    command += ["--num-cpus", "2", "--tracking", "none", "--out", str(out), "--runtime", "ray"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    # stdout to a file: a pipe nobody reads until the end could fill and block the command.
-    with open(tmp_path / "stdout.txt", "w") as stdout_file:
-        proc = subprocess.Popen(
-            command, stdout=stdout_file, stderr=subprocess.PIPE, text=True, env=env
-        )
-        stderr = "".join(sigint_after_first_evaluation(proc, budget))
-    stdout = (tmp_path / "stdout.txt").read_text()
-    assert proc.returncode == 130, stdout + stderr
+    arguments = [str(EXAMPLE), "--budget", str(budget), "--num-cpus", "2", "--tracking", "none"]
+    arguments += ["--out", str(out), "--runtime", "ray"]
+    returncode, stdout, stderr = interrupted_tune(arguments, budget, tmp_path)
+    assert returncode == 130, stdout + stderr
     assert "Traceback" not in stderr
     printed = re.search(r"interrupted: (\d+) evaluations \((\d+) ok\)", stdout)
     assert printed is not None, stdout

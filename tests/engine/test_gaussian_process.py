@@ -294,18 +294,23 @@ def test_the_search_fits_the_length_scales_its_setting_names(
             assert process.length_scale in LENGTH_SCALES
 
 
-def test_per_parameter_scales_are_refitted_every_generation_then_as_the_evaluations_grow(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fitted_at: list[int] = []
+def _fitted_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of evaluations of each fit of the per-parameter scales, as they happen."""
+    sizes: list[int] = []
     fit = gaussian_process.fit_hyperparameters
 
     def counted(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
-        fitted_at.append(len(X))
+        sizes.append(len(X))
         return fit(X, y)
 
     monkeypatch.setattr(gaussian_process, "fit_hyperparameters", counted)
+    return sizes
 
+
+def test_per_parameter_scales_are_refitted_every_generation_then_as_the_evaluations_grow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fitted_at = _fitted_sizes(monkeypatch)
     uninterrupted = _proposed_keys(170, 3)
     early = [n for n in fitted_at if n <= screened.SCALES_REFIT_EVERY_GENERATION]
     late = [n for n in fitted_at if n > screened.SCALES_REFIT_EVERY_GENERATION]
@@ -438,14 +443,7 @@ def test_the_listed_ranking_proposes_what_the_rebuilt_process_proposes(
 def test_per_parameter_scales_are_not_refitted_after_the_last_refit_size(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    fitted_at: list[int] = []
-    fit = gaussian_process.fit_hyperparameters
-
-    def counted(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
-        fitted_at.append(len(X))
-        return fit(X, y)
-
-    monkeypatch.setattr(gaussian_process, "fit_hyperparameters", counted)
+    fitted_at = _fitted_sizes(monkeypatch)
     monkeypatch.setattr(screened, "SCALES_REFIT_UNTIL", 110)
     _proposed_keys(170, 3)
     # The growth schedule alone refits at ~125 and ~156 (the test above).
@@ -458,10 +456,10 @@ def test_the_process_is_fitted_on_one_blas_thread(monkeypatch: pytest.MonkeyPatc
     threads: list[int] = []
     fit = gaussian_process.fit_hyperparameters
 
-    def counted(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    def recorded(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
         threads.extend(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
         return fit(X, y)
 
-    monkeypatch.setattr(gaussian_process, "fit_hyperparameters", counted)
+    monkeypatch.setattr(gaussian_process, "fit_hyperparameters", recorded)
     _proposed_keys(40, 3)
     assert threads and set(threads) == {1}

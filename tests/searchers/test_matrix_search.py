@@ -19,6 +19,7 @@ from ciq_tune.cli import main
 from ciq_tune.runtime import load
 from tests.objectives.data.row_scale_description import row_scale_description
 from tests.searchers.sigint import SigintAtFirstResult
+from tests.searchers.sigint import interrupted_tune
 
 SHAPES = [
     {"rows": 2, "n_cols": 16},
@@ -176,26 +177,13 @@ def test_ctrl_c_keeps_the_matrix_searchs_evaluations_and_exits_130(
 def test_an_interrupted_local_matrix_search_resumes_to_its_budget_with_every_shapes_values(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import os
-    import subprocess
-    import sys
-
-    from tests.searchers.sigint import sigint_after_first_evaluation
-
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     out = tmp_path / "out"
     budget = 6
-    command = [sys.executable, "-m", "ciq_tune.cli", "tune", str(_description(tmp_path))]
-    command += ["--budget", str(budget), "--num-cpus", "2", "--tracking", "none"]
-    command += ["--runtime", "local", "--validate-top", "0", "--out", str(out)]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    with open(tmp_path / "stdout.txt", "w") as stdout_file:
-        proc = subprocess.Popen(
-            command, stdout=stdout_file, stderr=subprocess.PIPE, text=True, env=env
-        )
-        stderr = "".join(sigint_after_first_evaluation(proc, budget))
-    stdout = (tmp_path / "stdout.txt").read_text()
-    assert proc.returncode == 130, stdout + stderr
+    arguments = [str(_description(tmp_path)), "--budget", str(budget), "--num-cpus", "2"]
+    arguments += ["--tracking", "none", "--runtime", "local", "--validate-top", "0"]
+    returncode, stdout, stderr = interrupted_tune([*arguments, "--out", str(out)], budget, tmp_path)
+    assert returncode == 130, stdout + stderr
     assert f"continue with `ciq-tune resume {out}`" in stdout
     with (out / "evaluations.csv").open() as handle:
         before = list(csv.DictReader(handle))
