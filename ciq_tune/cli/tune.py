@@ -458,8 +458,10 @@ def print_local_throughput(search: Any, benchmark: Any, *, started: float | None
     from searchers.placement import search_throughput
 
     gpus = len(benchmark.gpus) if benchmark is not None else _local_gpus()
+    # This process's evaluations: a resumed search's rows start with the earlier ones' records.
+    ran = [row for row in search.rows.values() if "timestamp" in row]
     summary = search_throughput(
-        list(search.rows.values()),
+        ran,
         wall_s=max(search.wall_s, 1e-9),
         gpus=gpus,
         concurrency=search.workers,
@@ -469,8 +471,8 @@ def print_local_throughput(search: Any, benchmark: Any, *, started: float | None
         f"{search.wall_s:.1f} s (asking and telling)",
         flush=True,
     )
-    if started is not None and search.rows:
-        print(format_first_result(list(search.rows.values()), started), flush=True)
+    if started is not None and ran:
+        print(format_first_result(ran, started), flush=True)
 
 
 def earlier_search(

@@ -175,7 +175,7 @@ def test_ctrl_c_keeps_the_matrix_searchs_evaluations_and_exits_130(
 
 @pytest.mark.slow
 def test_an_interrupted_local_matrix_search_resumes_to_its_budget_with_every_shapes_values(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     out = tmp_path / "out"
@@ -190,6 +190,8 @@ def test_an_interrupted_local_matrix_search_resumes_to_its_budget_with_every_sha
     assert 0 < len(before) < budget
 
     assert main(["resume", str(out)]) == 0
+    # The resumed run's throughput counts its own evaluations, not the earlier ones.
+    assert f"{budget - len(before)} evaluations in " in capsys.readouterr().out
     with (out / "evaluations.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == budget == len({r["config_json"] for r in rows})
