@@ -42,10 +42,6 @@ _KEEP_WARM = frozenset({"ok", "compile_error", "wrong_result", "error"})
 # within a few tasks).
 DEFAULT_MAX_TASKS = 200
 DEFAULT_MAX_RSS_MB = 4096.0
-# A benchmark worker (a GPU's, serving timed rounds and candidates' loads and checks) is
-# replaced on memory only: a run sends it thousands of short tasks (a validation round each),
-# and each replacement costs seconds of imports and a new CUDA context while the GPU waits.
-BENCHMARK_MAX_TASKS: int | None = None
 _PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # The worker's program. Not `-m objectives._isolate`: the package imports this module first, and
 # runpy then warns, on every worker's stderr, about running a module already imported.

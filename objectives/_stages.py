@@ -30,7 +30,6 @@ from typing import Any
 from typing import Protocol
 
 from ciq_tune.errors import MeasurementError
-from objectives._isolate import BENCHMARK_MAX_TASKS
 from objectives._isolate import IsolatedWorker
 from objectives._isolate import run_isolated
 
@@ -99,9 +98,11 @@ starts."""
 
 
 def benchmark_worker(env: Mapping[str, str], preload: tuple[str, ...]) -> IsolatedWorker:
-    """A GPU's benchmark worker: `preload`, then `GPU_WARM`; replaced on memory only
-    (`BENCHMARK_MAX_TASKS`). Started by its first task or `IsolatedWorker.warm_up`."""
-    return IsolatedWorker(env=env, preload=(*preload, GPU_WARM), max_tasks=BENCHMARK_MAX_TASKS)
+    """A GPU's benchmark worker: `preload`, then `GPU_WARM`. Started by its first task or
+    `IsolatedWorker.warm_up`. Replaced on memory only, never after a number of tasks: a run
+    sends it thousands of short ones (a validation round each), and a replacement costs
+    seconds of imports and a new CUDA context while the GPU waits."""
+    return IsolatedWorker(env=env, preload=(*preload, GPU_WARM), max_tasks=None)
 
 
 # This process's benchmark workers, apart from its compile workers (`run_isolated`'s), keyed by
