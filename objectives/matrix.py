@@ -25,6 +25,7 @@ from ciq_tune.controls.matrix import SelectionRule
 from ciq_tune.controls.matrix import log_distance
 from objectives.description import KernelDescription
 from objectives.description import Shape
+from objectives.protocol import CUT_TIMER
 
 GUARD_STATUS = "worst_shape_guard"
 """Status of a bucket's candidate slower than ``worst_shape_limit`` × the baseline on one of
@@ -181,17 +182,17 @@ def first_of_each_key(
 
 def evaluate_shapes(
     desc: KernelDescription,
-    evaluate: Callable[[KernelDescription, bool], dict[str, Any]],
+    evaluate: Callable[[int, KernelDescription, bool], dict[str, Any]],
     key: Callable[[KernelDescription], Any],
 ) -> dict[str, Any]:
     """Evaluate one configuration at every shape of `desc`'s matrix, in one process.
 
     Args:
         desc: The description with its matrix.
-        evaluate: ``evaluate(shape_desc, first)`` for the description at one shape; `first`
-            is True for the first shape of each compile key (compile, and report compile
-            statistics), False when a kernel of the same key is compiled already. Its result is
-            that shape's (``status`` and metrics).
+        evaluate: ``evaluate(index, shape_desc, first)`` for the description at shape `index`
+            of the matrix; `first` is True for the first shape of each compile key (compile,
+            and report compile statistics), False when a kernel of the same key is compiled
+            already. Its result is that shape's (``status`` and metrics).
         key: The compile key of the description at one shape (`compile_key`); an exception
             from it is that shape's ``compile_error``.
 
@@ -202,7 +203,7 @@ def evaluate_shapes(
     seen: set[Any] = set()
     results = []
     crashed = False
-    for shape in desc.matrix():
+    for index, shape in enumerate(desc.matrix()):
         at = desc.at_shape(shape)
         try:
             shape_key = key(at)
@@ -212,7 +213,7 @@ def evaluate_shapes(
         first = shape_key not in seen
         seen.add(shape_key)
         try:
-            results.append(evaluate(at, first))
+            results.append(evaluate(index, at, first))
         except Exception as exc:
             # An error while running (an illegal address, say): this shape crashed, and the
             # worker retires after the request, its CUDA context being suspect; the other shapes
@@ -228,10 +229,12 @@ def evaluate_shapes(
 def matrix_result(desc: KernelDescription, results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One flat result of a configuration over the matrix, from its per-shape results.
 
-    Per shape ``i``: ``<metric>@i`` (NaN where it failed), ``status@i`` and, on failure,
-    ``error@i``. Overall: ``status`` ``ok`` when every shape succeeded (else the first failed
-    shape's status, ``error`` saying which), ``<metric>_geomean`` over the shapes (NaN unless
-    all succeeded), ``shapes_ok``, and the sums of each shape's ``compile_s`` and ``gpu_s``.
+    Per shape ``i``: ``<metric>@i`` (NaN where it failed), ``status@i``, on failure
+    ``error@i``, and ``cut@i`` (True) where a cut-off ended its round after the first launch
+    (`objectives.protocol.CUT_TIMER`). Overall: ``status`` ``ok`` when every shape succeeded
+    (else the first failed shape's status, ``error`` saying which), ``<metric>_geomean`` over
+    the shapes (NaN unless all succeeded), ``shapes_ok``, ``shapes_cut`` and the sums of each
+    shape's ``compile_s`` and ``gpu_s``.
     """
     metric = desc.metric
     out: dict[str, Any] = {"status": "ok"}
@@ -243,6 +246,8 @@ def matrix_result(desc: KernelDescription, results: Sequence[Mapping[str, Any]])
         ok = status == "ok" and value is not None
         out[f"status@{index}"] = status if ok or status != "ok" else "crash"
         out[f"{metric}@{index}"] = value if value is not None and ok else math.nan
+        if result.get("timer") == CUT_TIMER:
+            out[f"cut@{index}"] = True
         if value is not None and ok:
             values.append(value)
         else:
@@ -251,6 +256,7 @@ def matrix_result(desc: KernelDescription, results: Sequence[Mapping[str, Any]])
     weights = [s.weight for s in desc.matrix()]
     out[matrix_metric(desc)] = geomean(values, weights) if not failed else math.nan
     out["shapes_ok"] = len(values)
+    out["shapes_cut"] = sum(1 for r in results if r.get("timer") == CUT_TIMER)
     for key in ("compile_s", "gpu_s"):  # the evaluation's totals over its shapes
         seconds = [r[key] for r in results if isinstance(r.get(key), int | float)]
         if seconds:

@@ -167,7 +167,8 @@ class TimingStats:
         cv: Coefficient of variation (standard deviation over mean, dimensionless).
         n: Number of timed repetitions.
         timer: ``"cuda_events"`` (one launch between two events), ``"cuda_graph"`` (a replay of
-            many launches between two events) or ``"host"`` (a wall clock, CPU only).
+            many launches between two events), ``"host"`` (a wall clock, CPU only) or
+            `CUT_TIMER` (the first launch alone, at or past the round's cut-off).
         sm_clock_mhz: The GPU's SM clock right after the round (None off a GPU or without NVML).
         temperature_c: The GPU's temperature right after the round, °C (likewise).
         p50_ms: 50th percentile of the repetitions (the median, under its latency name).
@@ -281,6 +282,14 @@ between two graphs (~1-2 µs) adds at most ~1 % to a one-micro-second kernel's m
 launch. A round captures one graph."""
 
 
+CUT_FROM_MS = 0.1
+"""The shortest first launch a cut-off ends a round on (ms, `time_cuda`'s `cutoff_ms`): a
+shorter one can owe its length to the host's launch overhead, and its full round costs a few
+milliseconds anyway."""
+CUT_TIMER = "first_launch"
+"""The timer of a round that a cut-off ended after its first launch."""
+
+
 def time_cuda(
     fn: Callable[[int], object],
     *,
@@ -291,6 +300,7 @@ def time_cuda(
     max_repeats: int | None = None,
     l2: str = "cold",
     graph_warmup_ms: float | None = None,
+    cutoff_ms: float | None = None,
 ) -> TimingStats:
     """Time a GPU callable with CUDA events, the method chosen by the kernel's duration.
 
@@ -313,6 +323,14 @@ def time_cuda(
     sets, so that cold, most launches find their inputs outside L2 when the sets together are
     larger than it.
 
+    With `cutoff_ms`, the first call is timed after its separator, and a first launch of at
+    least `cutoff_ms` (and `CUT_FROM_MS`) ends the round there: its value is that launch (timer
+    `CUT_TIMER`). A search or sweep of a matrix passes a multiple of the best time seen at the
+    shape (`objectives.cutoffs`): a configuration already that much slower is not a winner
+    there, and its full round (a warm-up and tens of launches) would be GPU time spent on
+    nothing. This is the racing of autotuners that time every candidate briefly and only the
+    close ones fully (Helion's, after Kernel Tuner).
+
     Args:
         fn: Launches the kernel on input set ``i`` (asynchronously, on the library's current
             stream; no synchronisation inside; capturable into a graph).
@@ -323,16 +341,24 @@ def time_cuda(
         max_repeats: At most this many timed launches (None: as many as `rep_ms` holds).
         l2: ``"cold"`` or ``"warm"`` (`MeasurementProtocol.l2`).
         graph_warmup_ms: Warm-up of graph replays, milliseconds (None: `warmup_ms`).
+        cutoff_ms: End the round after a first launch at least this long (None: never).
 
     Returns:
-        Statistics over all timed repetitions (launches, or replays' means per launch).
+        Statistics over all timed repetitions (launches, or replays' means per launch), or
+        the first launch alone when it reached `cutoff_ms`.
     """
     if n_rotate < 1:
         raise ValueError(f"`n_rotate` must be >= 1, got n_rotate={n_rotate}")
     call = _Rotator(fn, n_rotate)
-    call()
-    arrays.synchronize()
-    separate = _separator(l2, arrays)
+    if cutoff_ms is None:
+        call()
+        arrays.synchronize()
+        separate = _separator(l2, arrays)
+    else:
+        separate = _separator(l2, arrays)
+        first_ms = _separated_times(call, separate, 1, arrays)[0]
+        if first_ms >= max(cutoff_ms, CUT_FROM_MS):
+            return summarize([first_ms], timer=CUT_TIMER)
     start, end = arrays.event(), arrays.event()
     start.record()
     for _ in range(5):
@@ -428,13 +454,17 @@ def _separated_times(
     return [arrays.elapsed_ms(s, e) for s, e in zip(starts, ends, strict=True)]
 
 
-def time_host(fn: Callable[[int], object], *, n_rotate: int, reps: int) -> TimingStats:
+def time_host(
+    fn: Callable[[int], object], *, n_rotate: int, reps: int, cutoff_ms: float | None = None
+) -> TimingStats:
     """Time a synchronous callable with the host clock (the CPU / interpreter path).
 
     Args:
         fn: Runs the kernel to completion on input set ``i``.
         n_rotate: Number of input sets to rotate through (>= 1).
         reps: Number of timed repetitions after one warm-up call (>= 1).
+        cutoff_ms: A warm-up call at least this long ends the round with its time (timer
+            `CUT_TIMER`), as `time_cuda`'s first launch (None: never).
 
     Returns:
         Statistics over the repetitions, timer ``"host"``.
@@ -444,7 +474,11 @@ def time_host(fn: Callable[[int], object], *, n_rotate: int, reps: int) -> Timin
             f"`n_rotate` and `reps` must be >= 1, got n_rotate={n_rotate}, reps={reps}"
         )
     call = _Rotator(fn, n_rotate)
+    t0 = time.perf_counter()
     call()
+    first_ms = (time.perf_counter() - t0) * 1e3
+    if cutoff_ms is not None and first_ms >= max(cutoff_ms, CUT_FROM_MS):
+        return summarize([first_ms], timer=CUT_TIMER)
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -465,6 +499,7 @@ def measure_round(
     protocol: MeasurementProtocol = DEFAULT_PROTOCOL,
     arrays: ArrayLibrary = TORCH,
     idle_ms: float | None = None,
+    cutoff_ms: float | None = None,
 ) -> TimingStats:
     """One round of the protocol: time `run` over `n_rotate` input sets.
 
@@ -482,13 +517,14 @@ def measure_round(
         idle_ms: How long the GPU idled before this round, from the lock the caller holds
             (`objectives._gpu.GpuLease.idle_ms`: any process's rounds count, so that workers
             sharing a GPU warm up as one); None: since this process's last round.
+        cutoff_ms: End the round after a first launch at least this long (`time_cuda`).
 
     Returns:
         The round's statistics; ``median_ms`` is its value.
     """
     global _last_round_end
     if device != "cuda":
-        return time_host(run, n_rotate=n_rotate, reps=protocol.host_reps)
+        return time_host(run, n_rotate=n_rotate, reps=protocol.host_reps, cutoff_ms=cutoff_ms)
     gap_ms = None if _last_round_end is None else 1e3 * (time.perf_counter() - _last_round_end)
     if idle_ms is not None:
         gap_ms = idle_ms if gap_ms is None else min(gap_ms, idle_ms)
@@ -503,6 +539,7 @@ def measure_round(
         max_repeats=protocol.max_repeats,
         l2=protocol.l2,
         graph_warmup_ms=graph_warmup_ms,
+        cutoff_ms=cutoff_ms,
     )
     _last_round_end = time.perf_counter()
     conditions = gpu_conditions(arrays)
@@ -510,6 +547,6 @@ def measure_round(
         stats,
         sm_clock_mhz=conditions["sm_clock_mhz"],
         temperature_c=conditions["temperature_c"],
-        warmup_ms=graph_warmup_ms if stats.timer == "cuda_graph" else warmup_ms,
+        warmup_ms={"cuda_graph": graph_warmup_ms, CUT_TIMER: 0.0}.get(stats.timer, warmup_ms),
         l2=protocol.l2,
     )

@@ -320,13 +320,15 @@ def _run_matrix(
 ) -> dict[str, Any]:
     """Check and time one candidate at its description's shape, or at every shape of its
     matrix, compiling (or loading) once per compile key; ``compile_s`` is reported as
-    `load_key`."""
+    `load_key`. ``payload["cutoff_ms"]`` (optional, one entry per shape, None for none): the
+    first launch that ends a shape's round (`objectives.cutoffs`)."""
     desc = KernelDescription.model_validate(payload["description"])
     device = _device()
     install_allocator(device)
     params, controls = payload["params"], payload["controls"]
+    cutoffs = payload.get("cutoff_ms") or [None] * len(desc.matrix())
 
-    def run(at: KernelDescription, first: bool) -> dict[str, Any]:
+    def run(index: int, at: KernelDescription, first: bool) -> dict[str, Any]:
         if first:
             compiled = _compile(at, params, controls, device=device, load=True)
             if isinstance(compiled, dict):
@@ -341,11 +343,17 @@ def _run_matrix(
                 return {"status": "compile_error", "time_ms": math.nan, "error": _short(exc)}
         progress("compiled")
         return _check_and_time(
-            at, payload, compiled, device=device, progress=progress, protocol=protocol
+            at,
+            payload,
+            compiled,
+            device=device,
+            progress=progress,
+            protocol=protocol,
+            cutoff_ms=cutoffs[index],
         )
 
     if not desc.shapes:
-        return run(desc, True)
+        return run(0, desc, True)
     return evaluate_shapes(desc, run, _shape_keys(desc))
 
 
@@ -370,6 +378,7 @@ def _check_and_time(
     device: str,
     progress: Callable[[str], None],
     protocol: MeasurementProtocol = DEFAULT_PROTOCOL,
+    cutoff_ms: float | None = None,
 ) -> dict[str, Any]:
     global _candidates
     _candidates += 1
@@ -386,6 +395,7 @@ def _check_and_time(
         energy=payload["energy"],
         progress=progress,
         protocol=protocol,
+        cutoff_ms=cutoff_ms,
     )
     result.update(info)
     return result

@@ -57,7 +57,15 @@ if TYPE_CHECKING:
 
 Trainable = Callable[[dict[str, Any]], dict[str, Any]]
 # Result keys the engine's records keep (its `info`), for the evaluations table.
-_INFO_KEYS = ("compile_s", "gpu_s", "gpu_wait_s", "worker_spawn_s", "search_rounds", "compiles")
+_INFO_KEYS = (
+    "compile_s",
+    "gpu_s",
+    "gpu_wait_s",
+    "worker_spawn_s",
+    "search_rounds",
+    "compiles",
+    "shapes_cut",
+)
 
 
 @dataclass

@@ -35,6 +35,7 @@ from objectives import starting_points
 from objectives._arrays import arrays_for
 from objectives._bench import timing_sets
 from objectives._stages import Benchmarker
+from objectives.cutoffs import Cutoffs
 from objectives.description import KernelDescription
 from objectives.matrix import GUARD_STATUS
 from objectives.matrix import ShapeGroup
@@ -156,10 +157,12 @@ def tune_matrix(
         desc: A description with `shapes`.
         settings: Budget and validation.
         search: Runs the search (`on_ray`, or this machine's workers).
-        benchmark: Where candidates are checked and timed (a GPU's benchmark worker), and
-            where the buckets' candidates are then re-measured, one round per request with the
-            search's protocol (`objectives.served_rounds`); None: each evaluation in its
-            trial's own worker, re-measured in a Ray task holding a GPU when Ray is up.
+        benchmark: Where candidates are checked and timed (a GPU's benchmark worker, each
+            shape's round cut short where the configuration is far from the best time seen
+            there: `objectives.cutoffs`), and where the buckets' candidates are then
+            re-measured, one full round per request with the search's protocol
+            (`objectives.served_rounds`); None: each evaluation in its trial's own worker,
+            re-measured in a Ray task holding a GPU when Ray is up.
         log: Where progress lines go.
         proceed: Asked after the search; False stops there (a Ctrl+C, which also ended the
             search early).
@@ -176,8 +179,9 @@ def tune_matrix(
         f"{desc.name}: {settings.budget} evaluations, each at {len(desc.matrix())} shapes "
         f"({len(groups)} buckets)"
     )
+    timed_on = None if benchmark is None else Cutoffs(benchmark, desc)
     trainable = make_matrix_trainable(
-        desc, make_trainable=functools.partial(make_trainable, benchmark=benchmark)
+        desc, make_trainable=functools.partial(make_trainable, benchmark=timed_on)
     )
     results, rows = search(trainable, space, points)
     n = len(desc.matrix())

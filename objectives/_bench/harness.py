@@ -34,6 +34,7 @@ def check_and_time(
     progress: Callable[[str], None] | None = None,
     arrays: ArrayLibrary = TORCH,
     protocol: MeasurementProtocol = DEFAULT_PROTOCOL,
+    cutoff_ms: float | None = None,
 ) -> dict[str, Any]:
     """Check a compiled kernel on fresh random inputs, then time it on rotating input sets.
 
@@ -52,6 +53,8 @@ def check_and_time(
             a queue of benchmarks does not count against the run timeout.
         arrays: The kernel's array library: torch (Triton, Helion) or CuPy (CUDA C++).
         protocol: How the round is taken (`objectives.protocol`).
+        cutoff_ms: End the round after a first launch at least this long
+            (`objectives.protocol.time_cuda`).
 
     Returns:
         A result dict: ``status`` (``ok`` or ``wrong_result``), ``time_ms`` (median; NaN when
@@ -61,7 +64,14 @@ def check_and_time(
     """
     if device != "cuda":
         return _check_and_time(
-            desc, launch, seed=seed, device=device, energy=False, arrays=arrays, protocol=protocol
+            desc,
+            launch,
+            seed=seed,
+            device=device,
+            energy=False,
+            arrays=arrays,
+            protocol=protocol,
+            cutoff_ms=cutoff_ms,
         )
     from objectives._gpu import exclusive_gpu
 
@@ -76,6 +86,7 @@ def check_and_time(
             arrays=arrays,
             protocol=protocol,
             idle_ms=lease.idle_ms,
+            cutoff_ms=cutoff_ms,
         )
     return {**result, "gpu_s": lease.held_s, "gpu_wait_s": lease.wait_s}
 
@@ -90,6 +101,7 @@ def _check_and_time(
     arrays: ArrayLibrary,
     protocol: MeasurementProtocol,
     idle_ms: float | None = None,
+    cutoff_ms: float | None = None,
 ) -> dict[str, Any]:
     protocol = protocol.for_description(desc)
     tensors = make_inputs(desc, seed=seed, device=device, arrays=arrays)
@@ -127,7 +139,13 @@ def _check_and_time(
         launch(sets[i])
 
     stats = measure_round(
-        run, len(sets), device=device, arrays=arrays, protocol=protocol, idle_ms=idle_ms
+        run,
+        len(sets),
+        device=device,
+        arrays=arrays,
+        protocol=protocol,
+        idle_ms=idle_ms,
+        cutoff_ms=cutoff_ms,
     )
     out: dict[str, Any] = {"status": "ok", "time_ms": stats.median_ms, **stats.as_metrics()}
     out.update(errors, n_rotate=len(sets))

@@ -3,6 +3,7 @@ compile key, timed at every shape in one request, each shape with its own status
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from pathlib import Path
@@ -157,3 +158,67 @@ def test_bucket_scores_are_relative_to_the_baseline_with_the_guard(tmp_path: Pat
     per_shape = group_shapes(_matrix(tmp_path, "row_scale_kernel", (16, 64)))
     assert len(per_shape) == 4
     assert bucket_score(one, per_shape[3], [9.0, 9.0, 9.0, 2.0], base) == pytest.approx(0.5)
+
+
+def test_a_cut_off_ends_each_shapes_round_after_one_launch_and_says_so(tmp_path: Path) -> None:
+    from objectives.protocol import CUT_FROM_MS
+
+    desc = _matrix(tmp_path, "row_scale_fixed", (16, 64, 256))
+    bench = CountingBenchmark()
+    trial = make_matrix_trainable(
+        desc, make_trainable=functools.partial(make_trainable, benchmark=bench)
+    )
+    full = trial(CONFIG)
+    assert full["shapes_cut"] == 0 and not any(f"cut@{i}" in full for i in range(6))
+    # Every interpreted first launch is past a cut-off of CUT_FROM_MS (and none ends a round
+    # without its own cut-off): shapes 0-2 cut, 3-5 timed in full.
+    cutoffs = [CUT_FROM_MS] * 3 + [None] * 3
+    request = dataclasses.replace(
+        bench.requests[0], payload={**bench.requests[0].payload, "cutoff_ms": cutoffs}
+    )
+    result = benchmark_here(request)
+    assert result["status"] == "ok" and result["shapes_cut"] == 3, result
+    assert [result.get(f"cut@{i}", False) for i in range(6)] == [True] * 3 + [False] * 3
+    assert all(v is not None and v >= CUT_FROM_MS for v in shape_values(result, "time_ms", 3))
+
+
+class _Recorded:
+    """A benchmark that answers each request with the next of `results` and keeps the
+    requests' cut-offs."""
+
+    def __init__(self, results: list[dict[str, Any]]) -> None:
+        self.results = results
+        self.cutoffs: list[Any] = []
+
+    def __call__(self, request: BenchmarkRequest) -> dict[str, Any]:
+        self.cutoffs.append(request.payload.get("cutoff_ms"))
+        return self.results.pop(0)
+
+
+def test_cut_offs_follow_the_best_full_rounds_only(tmp_path: Path) -> None:
+    from objectives.cutoffs import Cutoffs
+
+    desc = _matrix(tmp_path, "row_scale_fixed", (16,))  # 2 shapes
+    inner = _Recorded(
+        [
+            {"status@0": "ok", "time_ms@0": 4.0, "status@1": "compile_error"},
+            # a cut value (1.0) and a failed shape teach nothing
+            {"status@0": "ok", "time_ms@0": 1.0, "cut@0": True, "status@1": "ok", "time_ms@1": 3.0},
+            {"status@0": "ok", "time_ms@0": 2.0, "status@1": "wrong_result", "time_ms@1": 0.5},
+            {},
+        ]
+    )
+    bench = Cutoffs(inner, desc, factor=2.0)
+    request = BenchmarkRequest(target="t", payload={"x": 1}, compile_timeout_s=1, run_timeout_s=1)
+    for _ in range(4):
+        bench(request)
+    assert inner.cutoffs == [None, [8.0, None], [8.0, 6.0], [4.0, 6.0]]
+    assert request.payload == {"x": 1}  # the caller's request is left as it was
+    # a description that is not a time to minimise is never cut
+    slow = Cutoffs(
+        _Recorded([{"status@0": "ok", "time_ms@0": 1.0}] * 2),
+        desc.model_copy(update={"mode": "max"}),
+    )
+    slow(request)
+    slow(request)
+    assert slow.cutoffs_ms() == [None, None] and not slow.cutting
