@@ -112,6 +112,7 @@ class IsolatedWorker:
         self.recycled = 0
         # Held while a task runs or the process starts: one at a time.
         self._lock = threading.Lock()
+        self._warming = False  # `warm_up` is starting the worker
 
     @property
     def pid(self) -> int | None:
@@ -186,8 +187,8 @@ class IsolatedWorker:
 
         Returns:
             The task's result, or ``{"status": "timeout" | "crash", "error": ...}``; always with
-            ``worker_spawn_s`` (seconds spent starting a worker for this task, 0 when warm)
-            and ``wall_s``.
+            ``worker_spawn_s`` (seconds spent starting a worker for this task, or waiting for
+            a start under way (`warm_up`) to end; 0 when warm) and ``wall_s``.
         """
         for name, value in (
             ("compile_timeout_s", compile_timeout_s),
@@ -195,8 +196,13 @@ class IsolatedWorker:
         ):
             if not value > 0:
                 raise ValueError(f"`{name}` must be > 0, got {name}={value}")
+        asked, warming = time.perf_counter(), self._warming
         with self._lock:
-            return self._run_locked(target, payload, compile_timeout_s, run_timeout_s)
+            waited = time.perf_counter() - asked if warming else 0.0
+            result = self._run_locked(target, payload, compile_timeout_s, run_timeout_s)
+        result["worker_spawn_s"] += waited
+        result["wall_s"] += waited
+        return result
 
     def _run_locked(
         self, target: str, payload: Any, compile_timeout_s: float, run_timeout_s: float
@@ -226,11 +232,15 @@ class IsolatedWorker:
         set once this call holds the worker, so that a task given it meanwhile waits for the
         start. A start that fails is left for the next task to try again and report."""
         with self._lock:
+            self._warming = True
             if holding is not None:
                 holding.set()
-            if self.pid is None:
-                with contextlib.suppress(_StartFailure):
-                    self._spawn()
+            try:
+                if self.pid is None:
+                    with contextlib.suppress(_StartFailure):
+                        self._spawn()
+            finally:
+                self._warming = False
 
     def _run(
         self, target: str, payload: Any, compile_timeout_s: float, run_timeout_s: float

@@ -64,6 +64,7 @@ class GpuWorkers:
         self._lock = threading.Lock()
         self.served = [0] * len(self._workers)
         self.busy_s = [0.0] * len(self._workers)
+        self.ready_s: list[float | None] = [None] * len(self._workers)
         self._started = time.perf_counter()
         self._warm = [
             threading.Thread(target=self._warm_up, args=(i,), daemon=True, name=f"gpu-warm-{i}")
@@ -75,6 +76,7 @@ class GpuWorkers:
     def _warm_up(self, index: int) -> None:
         """Start worker `index` (imports), then offer it to requests."""
         self._workers[index].warm_up()
+        self.ready_s[index] = time.perf_counter() - self._started
         self._free.put(index)
 
     def wait_warm(self) -> None:
@@ -103,14 +105,14 @@ class GpuWorkers:
         result["bench_wall_s"] = time.perf_counter() - t0
         return result
 
-    def stats(self) -> list[dict[str, float]]:
+    def stats(self) -> list[dict[str, float | None]]:
         """Per worker: requests served, seconds serving them (waiting for its GPU included),
-        seconds since the start."""
+        seconds from the workers' start until it was ready (None: not yet) and since then."""
         alive = time.perf_counter() - self._started
         with self._lock:
             return [
-                {"served": n, "busy_s": busy, "alive_s": alive}
-                for n, busy in zip(self.served, self.busy_s, strict=True)
+                {"served": n, "busy_s": busy, "ready_s": ready, "alive_s": alive}
+                for n, busy, ready in zip(self.served, self.busy_s, self.ready_s, strict=True)
             ]
 
     def close(self) -> None:

@@ -466,13 +466,18 @@ def print_local_throughput(search: Any, benchmark: Any, *, started: float | None
         gpus=gpus,
         concurrency=search.workers,
     )
+    cut = sum(row.get("shapes_cut") or 0 for row in ran)
+    cut_text = f"; {cut} (configuration, shape) pairs cut off after one launch" if cut else ""
     print(
         f"{format_throughput(summary)}; engine {search.engine_s:.1f} s of the "
-        f"{search.wall_s:.1f} s (asking and telling)",
+        f"{search.wall_s:.1f} s (asking and telling){cut_text}",
         flush=True,
     )
     if started is not None and ran:
-        print(format_first_result(ran, started), flush=True)
+        ready = [w["ready_s"] for w in benchmark.stats()] if benchmark is not None else []
+        ready_text = ", ".join("-" if r is None else f"{r:.1f}" for r in ready)
+        where = f"; benchmark workers ready {ready_text} s after they started" if ready else ""
+        print(f"{format_first_result(ran, started)}{where}", flush=True)
 
 
 def earlier_search(

@@ -49,7 +49,9 @@ def test_two_workers_per_gpu_serve_two_requests_at_once_each_seeing_its_gpu() ->
     assert len({r["pid"] for r in results}) == 4  # four workers, one request each
     assert sorted(r["gpu"] for r in results) == ["0", "0", "1", "1"]
     assert wall < 2.5  # at once, not one after the other (4 s)
-    assert [s["served"] for s in workers.stats()] == [1, 1, 1, 1]
+    stats = workers.stats()
+    assert [s["served"] for s in stats] == [1, 1, 1, 1]
+    assert all(0 < s["ready_s"] < s["alive_s"] for s in stats)  # type: ignore[operator]
 
 
 def test_a_request_waits_for_a_free_worker() -> None:
@@ -80,10 +82,15 @@ def test_prestarted_workers_take_the_first_tasks_without_starting_again() -> Non
             thread.start()
         for thread in threads:
             thread.join()
+        again = run_isolated(
+            f"{T}:sleep_and_echo", 0, compile_timeout_s=60, run_timeout_s=60, env=env
+        )
     finally:
         close_idle()
     assert len({r["pid"] for r in results}) == 2  # each took a worker of its own
-    assert all(r["worker_spawn_s"] == 0.0 for r in results)  # started before they came
+    # each waited for its worker's start under way (its spawn time), none started another
+    assert all(r["worker_spawn_s"] < r["wall_s"] for r in results)
+    assert again["pid"] in {r["pid"] for r in results} and again["worker_spawn_s"] == 0.0
 
 
 def test_the_gpu_lock_says_how_long_the_gpu_idled(tmp_path: Path) -> None:

@@ -107,6 +107,23 @@ def test_preload_counts_in_spawn_time():
         worker.close()
 
 
+def test_a_task_that_waits_for_its_workers_start_counts_the_wait_as_spawn_time():
+    import threading
+
+    worker = IsolatedWorker(preload=("torch",))
+    holding = threading.Event()
+    start = threading.Thread(target=worker.warm_up, args=(holding,))
+    try:
+        start.start()
+        holding.wait()  # the start is under way: the task waits for its imports
+        res = worker.run(f"{T}:echo", 0, compile_timeout_s=30, run_timeout_s=30)
+        assert res["status"] == "ok" and res["worker_spawn_s"] > 0.3
+        assert res["wall_s"] >= res["worker_spawn_s"]
+    finally:
+        start.join()
+        worker.close()
+
+
 def test_a_leaking_worker_is_recycled_above_its_memory_limit() -> None:
     worker = IsolatedWorker(max_rss_mb=150.0, max_tasks=None)
     try:
