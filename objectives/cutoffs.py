@@ -1,4 +1,4 @@
-"""Cut-offs of a matrix's timing rounds: a configuration whose first launch at a shape already
+"""Cut-offs of a matrix's timing rounds: a configuration whose timed launch at a shape already
 takes `CUTOFF_FACTOR` times the best time seen there is not timed further at that shape.
 
 A search or a sweep of a matrix times most configurations at most shapes far from the best
@@ -6,9 +6,10 @@ A search or a sweep of a matrix times most configurations at most shapes far fro
 pair (a warm-up, then at least five launches) is GPU time that decides nothing: the pair is no
 winner. So, as autotuners that race their candidates do (Helion's times every configuration
 briefly and only the close ones fully, after Kernel Tuner's), each request of a matrix carries a
-cut-off per shape, and a round whose first launch reaches it ends there with that launch as its
-value (`objectives.protocol.time_cuda`; the result's ``cut@i``). The best times come from full
-rounds only, so the cut-offs never rest on a cut value.
+cut-off per shape, and a round whose first timed launch reaches it (and
+`objectives.protocol.CUT_FROM_MS`: shorter kernels are never cut) ends there with that launch as
+its value (`objectives.protocol.time_cuda`; the result's ``cut@i``). The best times come from
+full rounds only, so the cut-offs never rest on a cut value.
 
 `Cutoffs` wraps a GPU's `objectives._stages.Benchmarker` for one description: the requests of one
 process's trials share it (a local search). Copied into each trial of a Ray Tune run, each copy
@@ -27,7 +28,7 @@ from objectives.description import KernelDescription
 from objectives.matrix import NATIVE_MATRIX_KINDS
 
 CUTOFF_FACTOR = 2.0
-"""A shape's cut-off as a multiple of the best time seen there. The first launch is a single
+"""A shape's cut-off as a multiple of the best time seen there. The timed launch is a single
 launch that the round's warm-up has not steadied, so the margin is wide: a configuration within
 it of the best gets its full round."""
 

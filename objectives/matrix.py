@@ -230,7 +230,7 @@ def matrix_result(desc: KernelDescription, results: Sequence[Mapping[str, Any]])
     """One flat result of a configuration over the matrix, from its per-shape results.
 
     Per shape ``i``: ``<metric>@i`` (NaN where it failed), ``status@i``, on failure
-    ``error@i``, and ``cut@i`` (True) where a cut-off ended its round after the first launch
+    ``error@i``, and ``cut@i`` (True) where a cut-off ended its round after one launch
     (`objectives.protocol.CUT_TIMER`). Overall: ``status`` ``ok`` when every shape succeeded
     (else the first failed shape's status, ``error`` saying which), ``<metric>_geomean`` over
     the shapes (NaN unless all succeeded), ``shapes_ok``, ``shapes_cut`` and the sums of each

@@ -168,7 +168,7 @@ class TimingStats:
         n: Number of timed repetitions.
         timer: ``"cuda_events"`` (one launch between two events), ``"cuda_graph"`` (a replay of
             many launches between two events), ``"host"`` (a wall clock, CPU only) or
-            `CUT_TIMER` (the first launch alone, at or past the round's cut-off).
+            `CUT_TIMER` (one launch alone, at or past the round's cut-off).
         sm_clock_mhz: The GPU's SM clock right after the round (None off a GPU or without NVML).
         temperature_c: The GPU's temperature right after the round, °C (likewise).
         p50_ms: 50th percentile of the repetitions (the median, under its latency name).
@@ -282,12 +282,14 @@ between two graphs (~1-2 µs) adds at most ~1 % to a one-micro-second kernel's m
 launch. A round captures one graph."""
 
 
-CUT_FROM_MS = 0.1
-"""The shortest first launch a cut-off ends a round on (ms, `time_cuda`'s `cutoff_ms`): a
-shorter one can owe its length to the host's launch overhead, and its full round costs a few
-milliseconds anyway."""
-CUT_TIMER = "first_launch"
-"""The timer of a round that a cut-off ended after its first launch."""
+CUT_FROM_MS = 0.5
+"""The shortest launch a cut-off ends a round on (ms, `time_cuda`'s `cutoff_ms`). A single
+launch timed after its separator includes whatever host time its launch took beyond the
+separator's: on an H200 a process's first timed launch of a micro-second kernel read up to
+0.3 ms, ten times its round. Half a millisecond is beyond such overhead, and a shorter kernel's
+full round costs a few milliseconds anyway."""
+CUT_TIMER = "one_launch"
+"""The timer of a round that a cut-off ended after one timed launch."""
 
 
 def time_cuda(
@@ -323,12 +325,12 @@ def time_cuda(
     sets, so that cold, most launches find their inputs outside L2 when the sets together are
     larger than it.
 
-    With `cutoff_ms`, the first call is timed after its separator, and a first launch of at
-    least `cutoff_ms` (and `CUT_FROM_MS`) ends the round there: its value is that launch (timer
-    `CUT_TIMER`). A search or sweep of a matrix passes a multiple of the best time seen at the
-    shape (`objectives.cutoffs`): a configuration already that much slower is not a winner
-    there, and its full round (a warm-up and tens of launches) would be GPU time spent on
-    nothing. This is the racing of autotuners that time every candidate briefly and only the
+    With `cutoff_ms`, one launch after the untimed one is timed after its separator, and a
+    launch of at least `cutoff_ms` (and `CUT_FROM_MS`) ends the round there: its value is that
+    launch (timer `CUT_TIMER`). A search or sweep of a matrix passes a multiple of the best
+    time seen at the shape (`objectives.cutoffs`): a configuration already that much slower is
+    not a winner there, and its full round (a warm-up and tens of launches) would be GPU time
+    spent on nothing: the racing of autotuners that time every candidate briefly and only the
     close ones fully (Helion's, after Kernel Tuner).
 
     Args:
@@ -341,21 +343,20 @@ def time_cuda(
         max_repeats: At most this many timed launches (None: as many as `rep_ms` holds).
         l2: ``"cold"`` or ``"warm"`` (`MeasurementProtocol.l2`).
         graph_warmup_ms: Warm-up of graph replays, milliseconds (None: `warmup_ms`).
-        cutoff_ms: End the round after a first launch at least this long (None: never).
+        cutoff_ms: End the round after a launch at least this long (None: never).
 
     Returns:
         Statistics over all timed repetitions (launches, or replays' means per launch), or
-        the first launch alone when it reached `cutoff_ms`.
+        the one timed launch alone when it reached `cutoff_ms`.
     """
     if n_rotate < 1:
         raise ValueError(f"`n_rotate` must be >= 1, got n_rotate={n_rotate}")
     call = _Rotator(fn, n_rotate)
-    if cutoff_ms is None:
-        call()
-        arrays.synchronize()
-        separate = _separator(l2, arrays)
-    else:
-        separate = _separator(l2, arrays)
+    call()
+    arrays.synchronize()
+    separate = _separator(l2, arrays)
+    if cutoff_ms is not None:
+        # After the untimed launch: its host path warm, the launch is timed, not the host.
         first_ms = _separated_times(call, separate, 1, arrays)[0]
         if first_ms >= max(cutoff_ms, CUT_FROM_MS):
             return summarize([first_ms], timer=CUT_TIMER)
@@ -464,7 +465,7 @@ def time_host(
         n_rotate: Number of input sets to rotate through (>= 1).
         reps: Number of timed repetitions after one warm-up call (>= 1).
         cutoff_ms: A warm-up call at least this long ends the round with its time (timer
-            `CUT_TIMER`), as `time_cuda`'s first launch (None: never).
+            `CUT_TIMER`), as `time_cuda`'s timed launch (None: never).
 
     Returns:
         Statistics over the repetitions, timer ``"host"``.
@@ -517,7 +518,7 @@ def measure_round(
         idle_ms: How long the GPU idled before this round, from the lock the caller holds
             (`objectives._gpu.GpuLease.idle_ms`: any process's rounds count, so that workers
             sharing a GPU warm up as one); None: since this process's last round.
-        cutoff_ms: End the round after a first launch at least this long (`time_cuda`).
+        cutoff_ms: End the round after a launch at least this long (`time_cuda`).
 
     Returns:
         The round's statistics; ``median_ms`` is its value.

@@ -321,7 +321,7 @@ def _run_matrix(
     """Check and time one candidate at its description's shape, or at every shape of its
     matrix, compiling (or loading) once per compile key; ``compile_s`` is reported as
     `load_key`. ``payload["cutoff_ms"]`` (optional, one entry per shape, None for none): the
-    first launch that ends a shape's round (`objectives.cutoffs`)."""
+    launch that ends a shape's round (`objectives.cutoffs`)."""
     desc = KernelDescription.model_validate(payload["description"])
     device = _device()
     install_allocator(device)
