@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
@@ -25,6 +26,7 @@ from ciq_tune.errors import MeasurementError
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
 from ciq_tune.space import SearchSpace
+from ciq_tune.validation import RoundCounter
 from ciq_tune.validation import SearchValidation
 from ciq_tune.validation import ValidationConfig
 from objectives import make_measure
@@ -191,6 +193,7 @@ def tune_matrix(
     base_values = _values_at(results, shapes, baseline, n)
     rounds = _Rounds(desc, benchmark)
     outcomes = []
+    started = time.perf_counter()
     for group in groups:
         # Validation re-measures on the GPU for minutes: a Ctrl+C skips what is left of it.
         if proceed is not None and not proceed():
@@ -204,6 +207,9 @@ def tune_matrix(
         winner_values = _values_at(results, shapes, evaluated, n)
         outcome.winner_values = [winner_values[i] for i in group.indices]
         outcomes.append(outcome)
+    if rounds.counter.rounds:
+        wall = time.perf_counter() - started
+        log(f"validation of {len(groups)} buckets: {rounds.counter.summary(wall)}")
     return MatrixSearch(results, shapes, outcomes)
 
 
@@ -368,6 +374,7 @@ class _Rounds:
     def __init__(self, desc: KernelDescription, benchmark: Benchmarker | None) -> None:
         self._benchmark = benchmark
         self.served = benchmark is not None
+        self.counter = RoundCounter()  # the rounds run in this process
         self._preload = _preload(desc.kind) if benchmark is not None else ()
         self._gpus = 0
         if benchmark is None and ray_is_up() and desc.kind != "ptx":
@@ -376,17 +383,20 @@ class _Rounds:
             self._gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
 
     def timer(self, at: KernelDescription, config: Any) -> Timer:
-        """The rounds of `config` at one shape (built where they run)."""
+        """The rounds of `config` at one shape (built where they run), counted."""
+        timer: Timer
         if self._benchmark is not None:
-            return functools.partial(
+            timer = functools.partial(
                 served_measure(at, self._benchmark, preload=self._preload), config
             )
-        if self._gpus and at.metric == "time_ms":
+        elif self._gpus and at.metric == "time_ms":
             sets = timing_sets(
                 at, device="cuda", protocol=DEFAULT_PROTOCOL, arrays=arrays_for(at.kind)
             )
-            return ConfigRounds(at, config, sets, device="cuda", protocol=DEFAULT_PROTOCOL)
-        return functools.partial(make_measure(at), config)
+            timer = ConfigRounds(at, config, sets, device="cuda", protocol=DEFAULT_PROTOCOL)
+        else:
+            timer = functools.partial(make_measure(at), config)
+        return self.counter.counted(timer)
 
     def run(self, fn: Callable[..., SearchValidation], *args: Any) -> SearchValidation:
         """`fn(*args)`: here, or in a Ray task holding a GPU for rounds in this process."""

@@ -566,6 +566,7 @@ def validate_best(
     (one round on the search's benchmark worker) in this process, else with fresh evaluations
     in a Ray task holding a GPU (while Ray is up) or, without Ray, in this process."""
     from ciq_tune.controls.simplify import validate_and_simplify
+    from ciq_tune.validation import RoundCounter
     from ciq_tune.validation import SearchValidation
     from objectives import make_measure
     from objectives import measurement_is_exact
@@ -602,12 +603,15 @@ def validate_best(
         flush=True,
     )
 
-    def validate_top() -> SearchValidation:
+    def validate_top(measure: Callable[[Any], float] = rounds) -> SearchValidation:
         # Only what earns its place: each control of the winner, re-measured without it.
-        return validate_and_simplify(results, rounds, baseline, k=k, config=settings)
+        return validate_and_simplify(results, measure, baseline, k=k, config=settings)
 
     if measure is not None or not on_ray:
-        return validate_top()
+        counter, started = RoundCounter(), time.perf_counter()
+        here = validate_top(counter.counted(rounds))
+        print(f"validation: {counter.summary(time.perf_counter() - started)}", flush=True)
+        return here
     import ray
 
     # A timed kind needs a GPU: on a cluster with GPUs the task asks for one, so it lands on a

@@ -8,6 +8,7 @@ from a file; `ciq-tune validate`). See docs/validation.md.
 
 from __future__ import annotations
 
+from ciq_tune.validation.interleaved import RoundCounter
 from ciq_tune.validation.interleaved import Timer
 from ciq_tune.validation.interleaved import measure_interleaved
 from ciq_tune.validation.interleaved import validate
@@ -33,6 +34,7 @@ __all__ = [
     "VALIDATION_DEFAULTS",
     "CandidateValidation",
     "Measure",
+    "RoundCounter",
     "SampleSummary",
     "SearchValidation",
     "Timer",

@@ -102,7 +102,10 @@ def test_a_space_no_larger_than_the_budget_is_enumerated_once(
 
 @pytest.mark.slow
 def test_one_configuration_for_the_matrix_is_validated_on_every_shape(
-    ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ray_cluster: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     shapes = [{"rows": 2, "n_cols": 16}, {"rows": 2, "n_cols": 64, "weight": 3}]
@@ -123,6 +126,10 @@ def test_one_configuration_for_the_matrix_is_validated_on_every_shape(
     # against the baseline on both shapes.
     assert entry["validation"]["outcome"] in ("kept", "baseline")
     assert entry["validation"]["candidates"][0]["baseline"]["n"] == 5
+    # where the validation's time went: its rounds (warm-up included, both shapes) and the rest
+    assert re.search(
+        r"validation of 1 buckets: \d+ rounds in [\d.]+ s of the", capsys.readouterr().out
+    )
     tuned = load(out / "row_scale.controls.yaml")
     assert tuned.config_for({"rows": 9, "n_cols": 999}) == {
         "params": entry["params"],

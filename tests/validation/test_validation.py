@@ -329,3 +329,24 @@ def test_validate_command_exit_status_and_json(
     assert capsys.readouterr().out.startswith("KEPT: ")
     assert cli_main(["validate", str(base), str(same), "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["verdict"] == "REJECTED"
+
+
+def test_a_round_counter_counts_each_call_and_its_seconds_failed_ones_too() -> None:
+    import time
+
+    from ciq_tune.validation import RoundCounter
+
+    counter = RoundCounter()
+
+    def slow(config: int) -> float:
+        time.sleep(0.01)
+        if config < 0:
+            raise ValueError("broken")
+        return float(config)
+
+    run = counter.counted(slow)
+    assert run(2) == 2.0 and run(3) == 3.0
+    with pytest.raises(ValueError, match="broken"):
+        run(-1)
+    assert counter.rounds == 3 and 0.03 <= counter.seconds < 1.0
+    assert counter.summary(2.0).startswith("3 rounds in 0.0 s of the 2.0 s")
