@@ -168,7 +168,7 @@ class TimingStats:
         n: Number of timed repetitions.
         timer: ``"cuda_events"`` (one launch between two events), ``"cuda_graph"`` (a replay of
             many launches between two events), ``"host"`` (a wall clock, CPU only) or
-            `CUT_TIMER` (one launch alone, at or past the round's cut-off).
+            `CUT_TIMER` (one launch, or five, at or past the round's cut-off).
         sm_clock_mhz: The GPU's SM clock right after the round (None off a GPU or without NVML).
         temperature_c: The GPU's temperature right after the round, °C (likewise).
         p50_ms: 50th percentile of the repetitions (the median, under its latency name).
@@ -288,8 +288,9 @@ launch timed after its separator includes whatever host time its launch took bey
 separator's: on an H200 a process's first timed launch of a micro-second kernel read up to
 0.3 ms, ten times its round. Half a millisecond is beyond such overhead, and a shorter kernel's
 full round costs a few milliseconds anyway."""
-CUT_TIMER = "one_launch"
-"""The timer of a round that a cut-off ended after one timed launch."""
+CUT_TIMER = "cut_off"
+"""The timer of a round that a cut-off ended after one timed launch, or after the five of its
+estimate (`time_cuda`)."""
 
 
 def time_cuda(
@@ -327,11 +328,13 @@ def time_cuda(
 
     With `cutoff_ms`, one launch after the untimed one is timed after its separator, and a
     launch of at least `cutoff_ms` (and `CUT_FROM_MS`) ends the round there: its value is that
-    launch (timer `CUT_TIMER`). A search or sweep of a matrix passes a multiple of the best
-    time seen at the shape (`objectives.cutoffs`): a configuration already that much slower is
-    not a winner there, and its full round (a warm-up and tens of launches) would be GPU time
-    spent on nothing: the racing of autotuners that time every candidate briefly and only the
-    close ones fully (Helion's, after Kernel Tuner).
+    launch (timer `CUT_TIMER`); else the five separated launches' kernel time, when at least
+    `cutoff_ms` (and `GRAPH_TRY_BELOW_MS`: no graph kernel), ends it with that mean. A search
+    or sweep of a matrix passes a multiple of the best time seen at the shape
+    (`objectives.cutoffs`): a configuration already that much slower is not a winner there,
+    and its full round (a warm-up and tens of launches) would be GPU time spent on nothing: the
+    racing of autotuners that time every candidate briefly and only the close ones fully
+    (Helion's, after Kernel Tuner).
 
     Args:
         fn: Launches the kernel on input set ``i`` (asynchronously, on the library's current
@@ -347,7 +350,7 @@ def time_cuda(
 
     Returns:
         Statistics over all timed repetitions (launches, or replays' means per launch), or
-        the one timed launch alone when it reached `cutoff_ms`.
+        the launches that reached `cutoff_ms` (timer `CUT_TIMER`).
     """
     if n_rotate < 1:
         raise ValueError(f"`n_rotate` must be >= 1, got n_rotate={n_rotate}")
@@ -377,6 +380,9 @@ def time_cuda(
     # The kernel alone: a separated launch less a separator. Launches back to back would time
     # the host's launch overhead instead, which the separator hides.
     kernel_ms = max(estimate_ms - arrays.elapsed_ms(start, end) / 5, 5e-4)
+    if cutoff_ms is not None and kernel_ms >= max(cutoff_ms, GRAPH_TRY_BELOW_MS):
+        # Five separated launches back to back: the host's time hides behind the separators.
+        return replace(summarize([kernel_ms], timer=CUT_TIMER), n=5)
     if kernel_ms < GRAPH_TRY_BELOW_MS:
         warm = warmup_ms if graph_warmup_ms is None else graph_warmup_ms
         graphed = _time_graph(call, separate, kernel_ms, warmup_ms=warm, arrays=arrays)

@@ -195,7 +195,7 @@ def test_cuda_round_caps_its_launches_at_max_repeats():
     assert stats.n == 7 and stats.timer == "cuda_events"
 
 
-def test_a_first_launch_at_its_cut_off_ends_the_round_and_one_under_it_does_not():
+def test_a_launch_at_its_cut_off_ends_the_round_and_one_under_it_does_not():
     from objectives.protocol import CUT_TIMER
     from objectives.protocol import time_cuda
 
@@ -211,13 +211,31 @@ def test_a_first_launch_at_its_cut_off_ends_the_round_and_one_under_it_does_not(
     assert [x for x in gpu.trace if isinstance(x, int)] == [i % 3 for i in range(2 + 5 + 5 + 10)]
 
 
-def test_a_cut_off_never_ends_the_round_of_a_kernel_shorter_than_cut_from_ms():
-    from objectives.protocol import CUT_FROM_MS
+def test_a_mid_length_kernel_is_cut_off_on_its_five_separated_launches():
+    from objectives.protocol import CUT_TIMER
     from objectives.protocol import time_cuda
 
-    gpu = _TracedGpu(launch_ms=CUT_FROM_MS / 2)  # one launch could be mostly host overhead
+    gpu = _TracedGpu(launch_ms=0.3)  # under CUT_FROM_MS, over GRAPH_TRY_BELOW_MS
+    stats = time_cuda(gpu.launch, n_rotate=2, warmup_ms=10, rep_ms=40, arrays=gpu, cutoff_ms=0.2)
+    assert stats.timer == CUT_TIMER and stats.n == 5
+    assert stats.median_ms == pytest.approx(0.3)
+    # the untimed launch, the one timed, the five of the estimate: no warm-up, no repetitions
+    assert sum(isinstance(x, int) for x in gpu.trace) == 1 + 1 + 5
+    gpu = _TracedGpu(launch_ms=0.3)
+    full = time_cuda(gpu.launch, n_rotate=2, warmup_ms=10, rep_ms=40, arrays=gpu, cutoff_ms=0.7)
+    assert full.timer == "cuda_events" and full.n == int(40 / 0.3)  # the full round
+
+
+def test_a_cut_off_never_ends_the_round_of_a_kernel_shorter_than_cut_from_ms():
+    from objectives.protocol import CUT_FROM_MS
+    from objectives.protocol import GRAPH_TRY_BELOW_MS
+    from objectives.protocol import time_cuda
+
+    gpu = _TracedGpu(launch_ms=GRAPH_TRY_BELOW_MS / 2)  # one launch could be mostly host time
+    gpu.capture = lambda body: lambda: gpu.advance(50.0)  # timed launch by launch, as a test
     stats = time_cuda(gpu.launch, n_rotate=1, warmup_ms=1, rep_ms=2, arrays=gpu, cutoff_ms=0.001)
     assert stats.timer == "cuda_events" and stats.n > 1
+    assert CUT_FROM_MS > GRAPH_TRY_BELOW_MS
 
 
 def test_a_host_round_ends_at_its_cut_off_too():
