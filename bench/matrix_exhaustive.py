@@ -18,6 +18,12 @@
 ``--exhaustive-from SWEEP`` takes step 2 from a sweep run before, in parts if it was long
 (`bench/sweep.sh`): its controls file, and ``--exhaustive-s`` its wall time (the parts' sum).
 
+Peers, re-measured in the same rounds: ``--autotune CONFIGS`` adds ``@triton.autotune`` over the
+configurations listed in that YAML file, keyed on every size (`bench.small_space.run_autotune`:
+its choice per shape, and its wall time); the description's ``alternative`` (cuBLAS for a
+GEMM), when it has one, is always added. Each peer's ratio is its time over the search's
+(above 1: the search's choice is faster), per shape and as the weighted geometric mean.
+
 Prints the table published in docs/benchmarks.md and writes OUT/matrix_exhaustive.json.
 ``--dry-run`` runs the plumbing on a CPU under Triton's interpreter.
 """
@@ -69,15 +75,25 @@ def weighted_geomean_ci(
 
 
 def remeasure_shapes(
-    desc: Any, files: dict[str, str], *, rounds: int, device: str
+    desc: Any,
+    files: dict[str, str],
+    *,
+    rounds: int,
+    device: str,
+    peers: dict[str, list[Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Per shape, the two files' configurations in interleaved rounds."""
+    """Per shape, the files' configurations, each peer's choice there (name → one
+    configuration per shape) and the description's alternative in interleaved rounds."""
+    from objectives.remeasure import ALTERNATIVE
     from objectives.remeasure import remeasure
 
     tuned = {name: load(path, verify=False) for name, path in files.items()}
     shapes = []
-    for shape in desc.matrix():
-        variants = {name: t.config_for(shape.sizes) for name, t in tuned.items()}
+    for index, shape in enumerate(desc.matrix()):
+        variants: dict[str, Any] = {name: t.config_for(shape.sizes) for name, t in tuned.items()}
+        variants |= {name: choices[index] for name, choices in (peers or {}).items()}
+        if desc.alternative is not None:
+            variants[ALTERNATIVE] = None
         result = remeasure(
             desc.at_shape(shape),
             variants,
@@ -86,8 +102,15 @@ def remeasure_shapes(
             device=device,
             reference="search",
         )
-        # The search's speed-up over the optimum: t(exhaustive) / t(search), at most ~1.
-        comparison = result["comparisons"]["search_vs_exhaustive"]
+        # The search's speed-up over each: t(other) / t(search); over the optimum at most ~1.
+        ratios = {
+            name[len("search_vs_") :]: {
+                "ratio": c["speedup"],
+                "ci_low": c["speedup_ci_low"],
+                "ci_high": c["speedup_ci_high"],
+            }
+            for name, c in result["comparisons"].items()
+        }
         samples = {name: v["samples_ms"] for name, v in result["variants"].items()}
         shapes.append(
             {
@@ -95,12 +118,26 @@ def remeasure_shapes(
                 "weight": shape.weight,
                 "same_config": variants["search"] == variants["exhaustive"],
                 "samples_ms": samples,
-                "ratio": comparison["speedup"],
-                "ci_low": comparison["speedup_ci_low"],
-                "ci_high": comparison["speedup_ci_high"],
+                **ratios["exhaustive"],
+                "peers": {name: r for name, r in ratios.items() if name != "exhaustive"},
+                "skipped": result["skipped"],
             }
         )
     return shapes
+
+
+def peer_choices(desc: Any, configs: list[dict[str, Any]], out: Path, device: str) -> Any:
+    """``@triton.autotune`` over `configs` at every shape (`bench.small_space.run_autotune`):
+    its wall time and its choice per shape as a configuration of `desc`."""
+    from bench.small_space import run_autotune
+
+    run = run_autotune(desc, configs, out, device)
+    choices = []
+    for chosen in run["choices"]:
+        params = {k: v for k, v in chosen.items() if k in desc.params}
+        options = {k: v for k, v in chosen.items() if k not in desc.params}
+        choices.append({"params": params, "controls": {"triton": options} if options else {}})
+    return {"wall_s": run["wall_s"], "choices": choices}
 
 
 def table(results: dict[str, Any]) -> str:
@@ -125,6 +162,16 @@ def table(results: dict[str, Any]) -> str:
         f"| weighted geomean | | {overall['geomean']:.3f} | "
         f"[{overall['ci_low']:.3f}, {overall['ci_high']:.3f}] | |"
     )
+    peers = results.get("peers") or {}
+    if peers:
+        lines += [
+            "",
+            "| peer | its time / the search's, weighted geomean | 95 % CI |",
+            "|---|---|---|",
+        ]
+        for name, peer in peers.items():
+            low, high = peer["ci_low"], peer["ci_high"]
+            lines.append(f"| {name} | {peer['geomean']:.3f} | [{low:.3f}, {high:.3f}] |")
     return "\n".join(lines)
 
 
@@ -138,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         "--exhaustive-from", type=Path, help="the --out folder of a finished exhaustive sweep"
     )
     parser.add_argument("--exhaustive-s", type=float, help="that sweep's wall time, seconds")
+    parser.add_argument(
+        "--autotune", type=Path, help="a YAML list of configurations for @triton.autotune"
+    )
     args = parser.parse_args(argv)
     if (args.exhaustive_from is None) != (args.exhaustive_s is None):
         parser.error("--exhaustive-from and --exhaustive-s go together")
@@ -160,14 +210,28 @@ def main(argv: list[str] | None = None) -> int:
             args.description, args.out, dry_run=args.dry_run, run=run, options=options
         )
         print(f"{run}: {results[run]['wall_s']:.1f} s", flush=True)
+    peers = {}
+    if args.autotune is not None:
+        import yaml
+
+        configs = yaml.safe_load(args.autotune.read_text())
+        results["autotune"] = peer_choices(desc, configs, args.out, device)
+        print(f"autotune: {results['autotune']['wall_s']:.1f} s", flush=True)
+        peers["autotune"] = results["autotune"]["choices"]
     files = {run: results[run]["controls_file"] for run in ("exhaustive", "search")}
-    shapes = remeasure_shapes(desc, files, rounds=args.rounds, device=device)
+    shapes = remeasure_shapes(desc, files, rounds=args.rounds, device=device, peers=peers)
     results["shapes"] = shapes
+    weights = [s["weight"] for s in shapes]
+    searched = [s["samples_ms"]["search"] for s in shapes]
     results["overall"] = weighted_geomean_ci(
-        [s["samples_ms"]["exhaustive"] for s in shapes],
-        [s["samples_ms"]["search"] for s in shapes],
-        [s["weight"] for s in shapes],
+        [s["samples_ms"]["exhaustive"] for s in shapes], searched, weights
     )
+    names = [n for n in shapes[0]["samples_ms"] if n not in ("search", "exhaustive")]
+    results["peers"] = {
+        name: weighted_geomean_ci([s["samples_ms"][name] for s in shapes], searched, weights)
+        for name in names
+        if all(name in s["samples_ms"] for s in shapes)
+    }
     (args.out / "matrix_exhaustive.json").write_text(json.dumps(results, indent=1, default=str))
     print(table(results))
     return 0
