@@ -13,6 +13,11 @@
 #   matrix   python3 -m bench.matrix_exhaustive: the layer-norm matrix, search vs exhaustive
 #   suite    python3 -m bench.cli_run on softmax, layer norm, attention and the CUDA row sum, 40
 #            evaluations each: the winner's search value against its re-measured value
+#   llm-sweep  bash bench/sweep.sh: one part (SWEEP_LIMIT seconds, default 540) of the LLM GEMM
+#            matrix's exhaustive sweep into runs/llm_sweep (carry it to the next call)
+#   llm      python3 -m bench.matrix_exhaustive on matmul_llm.yaml against that finished sweep
+#            (its wall time: the sum of its parts'), with @triton.autotune over the Triton
+#            tutorial's list and cuBLAS
 set -uo pipefail
 out=${1:?usage: bash bench/unit_of_work.sh OUT [STEP ...]}
 shift
@@ -49,6 +54,13 @@ for step in "${steps[@]}"; do
         ran "$name" 90 python3 -m bench.cli_run "examples/kernels/$kernel.yaml" \
           --out "$work/$name" -- --budget 40 --validate-top 3
       done ;;
+    llm-sweep) ran llm-sweep $((${SWEEP_LIMIT:-540} + 90)) bash bench/sweep.sh \
+      "$desc/matmul_llm.yaml" runs/llm_sweep "${SWEEP_LIMIT:-540}" ;;
+    llm)
+      swept=$(awk '/^== part: exit/ {s += $(NF - 5)} END {print s}' runs/llm_sweep.log)
+      ran llm 600 python3 -m bench.matrix_exhaustive "$desc/matmul_llm.yaml" --out "$work/llm" \
+        --exhaustive-from runs/llm_sweep --exhaustive-s "$swept" \
+        --autotune bench/data/matmul_tutorial_configs.yaml ;;
     *) echo "unknown step $step" ;;
   esac
 done
