@@ -77,6 +77,9 @@ def run(desc_path: Path, out: Path, options: list[str], *, dry_run: bool) -> dic
         **marks,
         "nvml_busy_search_pct": _mean_pct(sampler.summary(since=t0_wall, until=search_end)),
         "nvml_busy_run_pct": _mean_pct(sampler.summary()),
+        # Under which clock and power the search's rounds and the validation's ran.
+        "search_conditions": _conditions(sampler.summary(since=t0_wall, until=search_end)),
+        "validation_conditions": _conditions(sampler.summary(since=search_end)),
         "candidates": search_vs_remeasured(out / "run", load_description(desc_path).metric),
     }
 
@@ -84,6 +87,12 @@ def run(desc_path: Path, out: Path, options: list[str], *, dry_run: bool) -> dic
 def _mean_pct(summary: dict[str, Any]) -> float | None:
     gpus = summary["gpus"]
     return sum(g["mean_pct"] for g in gpus.values()) / len(gpus) if gpus else None
+
+
+def _conditions(summary: dict[str, Any]) -> dict[str, float | None]:
+    """The first GPU's mean SM clock (MHz) and power (W) over a window (None: no samples)."""
+    gpu: dict[str, Any] = next(iter(summary["gpus"].values()), {})
+    return {"sm_clock_mhz": gpu.get("mean_sm_clock_mhz"), "power_w": gpu.get("mean_power_w")}
 
 
 def search_vs_remeasured(run_dir: Path, metric: str) -> list[dict[str, Any]]:
@@ -125,6 +134,17 @@ def table(result: dict[str, Any]) -> str:
         "| candidate | verdict | search value | re-measured | re-measured / search |",
         "|---|---|---|---|---|",
     ]
+    searched, validated = result.get("search_conditions"), result.get("validation_conditions")
+    if searched and validated:
+        lines[5:5] = [
+            "",
+            "| window | mean SM clock MHz | mean power W |",
+            "|---|---|---|",
+            *(
+                f"| {name} | {fmt(c['sm_clock_mhz'], '.0f')} | {fmt(c['power_w'], '.0f')} |"
+                for name, c in (("search", searched), ("after it", validated))
+            ),
+        ]
     for c in result["candidates"]:
         lines.append(
             f"| #{c['rank']} | {c['verdict']} | {fmt(c['search'], '.5g')} | "

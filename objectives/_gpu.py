@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,11 +196,13 @@ def visible_gpus() -> list[str]:
 
 
 class UtilizationSampler:
-    """Samples NVML's GPU utilisation of every GPU in a background thread.
+    """Samples NVML's GPU utilisation, SM clock and power of every GPU in a background thread.
 
     NVML's ``utilization.gpu`` is the share of the last sample period (1/6 s to 1 s) during
-    which a kernel ran; the mean over a search is its GPU busy fraction as NVML sees it.
-    Without NVML (no `pynvml`, no driver) it records nothing and `summary` says so.
+    which a kernel ran; the mean over a search is its GPU busy fraction as NVML sees it. The SM
+    clock and the power draw say under which conditions the window's kernels ran (a
+    power-limited GPU clocks down under sustained load). Without NVML (no `pynvml`, no driver)
+    it records nothing and `summary` says so.
 
     Example:
         >>> with UtilizationSampler() as sampler:  # doctest: +SKIP
@@ -213,6 +216,8 @@ class UtilizationSampler:
             raise ValueError(f"`period_s` must be > 0, got period_s={period_s}")
         self._period_s = period_s
         self._samples: dict[str, list[float]] = {}
+        # Per GPU, (SM clock MHz, power W) of each tick, None where NVML gave none.
+        self._conditions: dict[str, list[tuple[float | None, float | None]]] = {}
         # Wall-clock time (`time.time`, seconds) of each sampling tick, so that a window of the
         # run (e.g. after the first result) can be summarised on its own.
         self._times: list[float] = []
@@ -235,6 +240,7 @@ class UtilizationSampler:
             self._error = f"{type(exc).__name__}: {exc}"
             return self
         self._samples = {bus: [] for bus in handles}
+        self._conditions = {bus: [] for bus in handles}
         self._started = time.perf_counter()
         self._thread = threading.Thread(
             target=self._run, args=(pynvml, handles), name="ciq-nvml-sampler", daemon=True
@@ -251,6 +257,7 @@ class UtilizationSampler:
                 except Exception as exc:  # a GPU that stops answering ends the sampling
                     self._error = f"{type(exc).__name__}: {exc}"
                     return
+                self._conditions[bus].append(_conditions(pynvml, handle))
                 self._samples[bus].append(float(rate.gpu))
 
     def __exit__(self, *exc: object) -> None:
@@ -260,7 +267,8 @@ class UtilizationSampler:
         self._stopped = time.perf_counter()
 
     def summary(self, since: float | None = None, until: float | None = None) -> dict[str, Any]:
-        """Mean utilisation (%) per GPU over the sampled window, or why there is none.
+        """Mean utilisation (%), SM clock (MHz) and power (W) per GPU over the sampled window,
+        or why there is none.
 
         Args:
             since: Only samples taken at or after this `time.time` (default: from the start).
@@ -272,7 +280,14 @@ class UtilizationSampler:
             # A tick's time is stored before its values: at most the last time lacks them.
             kept = [v for t, v in zip(self._times, values, strict=False) if lo <= t <= hi]
             if kept:
-                gpus[bus] = {"mean_pct": sum(kept) / len(kept), "samples": len(kept)}
+                ticks = zip(self._times, self._conditions[bus], strict=False)
+                clocks, powers = zip(*[c for t, c in ticks if lo <= t <= hi], strict=True)
+                gpus[bus] = {
+                    "mean_pct": sum(kept) / len(kept),
+                    "samples": len(kept),
+                    "mean_sm_clock_mhz": _mean(clocks),
+                    "mean_power_w": _mean(powers),
+                }
         whole = max(self._stopped - self._started, 0.0)
         return {
             "available": bool(gpus),
@@ -283,6 +298,24 @@ class UtilizationSampler:
             "gpus": gpus,
             "error": self._error,
         }
+
+
+def _conditions(pynvml: Any, handle: Any) -> tuple[float | None, float | None]:
+    """The SM clock (MHz) and power draw (W) now, None where NVML has none."""
+    try:
+        clock: float | None = float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+    except Exception:  # not every GPU or driver reports it
+        clock = None
+    try:
+        power: float | None = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+    except Exception:
+        power = None
+    return clock, power
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def _nvml_bus_id(info: Any) -> str:

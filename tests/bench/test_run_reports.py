@@ -78,3 +78,21 @@ def test_launch_overhead_times_the_three_launches(capsys: pytest.CaptureFixture[
         "inside capture",
     ]
     assert all(float(r.split("|")[2]) > 0 for r in rows)
+
+
+def test_the_run_table_says_under_which_clock_the_search_and_its_validation_ran() -> None:
+    from bench.cli_run import table
+
+    result = {
+        "command": "ciq-tune tune x.yaml",
+        "wall_s": 30.0,
+        "first_result_s": 9.0,
+        "search_s": 17.0,
+        "nvml_busy_search_pct": 40.0,
+        "nvml_busy_run_pct": 60.0,
+        "candidates": [],
+        "search_conditions": {"sm_clock_mhz": 1980.0, "power_w": 450.0},
+        "validation_conditions": {"sm_clock_mhz": 1710.0, "power_w": None},
+    }
+    lines = table(result).splitlines()
+    assert "| search | 1980 | 450 |" in lines and "| after it | 1710 | n/a |" in lines

@@ -97,24 +97,38 @@ def test_utilization_sampler_without_nvml_says_why():
 def test_utilization_sampler_summarises_a_window_of_its_samples(monkeypatch):
     import types
 
-    busy = {"pct": 0.0}
+    busy = {"pct": 0.0, "mhz": 1980, "mw": 100_000}
+
+    def no_power(handle: object) -> float:
+        raise RuntimeError("not supported")
+
     fake = types.SimpleNamespace(
         nvmlInit=lambda: None,
         nvmlDeviceGetCount=lambda: 1,
         nvmlDeviceGetHandleByIndex=lambda i: i,
         nvmlDeviceGetPciInfo=lambda h: types.SimpleNamespace(busId=b"00000000:C1:00.0"),
         nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=busy["pct"]),
+        NVML_CLOCK_SM=1,
+        nvmlDeviceGetClockInfo=lambda h, kind: busy["mhz"],
+        nvmlDeviceGetPowerUsage=lambda h: busy["mw"],
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     with UtilizationSampler(period_s=0.01) as sampler:
         time.sleep(0.2)
-        busy["pct"] = 100.0
+        busy.update(pct=100.0, mhz=1700, mw=700_000)
         since = time.time()
         time.sleep(0.2)
+        fake.nvmlDeviceGetPowerUsage = no_power
+        after = time.time()
+        time.sleep(0.1)
     whole = sampler.summary()["gpus"]["00000000:c1:00.0"]
-    window = sampler.summary(since=since + 0.02)["gpus"]["00000000:c1:00.0"]
+    window = sampler.summary(since=since + 0.02, until=after)["gpus"]["00000000:c1:00.0"]
     assert window["mean_pct"] == 100.0 and window["samples"] < whole["samples"]
-    assert 0 < whole["mean_pct"] < 100
+    assert window["mean_sm_clock_mhz"] == 1700 and window["mean_power_w"] == 700.0
+    assert 0 < whole["mean_pct"] < 100 and 1700 < whole["mean_sm_clock_mhz"] < 1980
+    # a reading NVML cannot give is left out of the mean, not counted as zero
+    last = sampler.summary(since=after + 0.02)["gpus"]["00000000:c1:00.0"]
+    assert last["mean_power_w"] is None and last["mean_sm_clock_mhz"] == 1700
 
 
 def test_utilization_sampler_rejects_a_bad_period():
