@@ -41,26 +41,20 @@ from objectives.triton_entry import load_module
 
 # Triton's matmul tutorial (03-matrix-multiplication.py), its fp16 configurations, with the
 # tutorial's parameter names mapped to this kernel's.
-TUTORIAL = [
-    (128, 256, 64, 8, 3, 8),
-    (64, 256, 32, 8, 4, 4),
-    (128, 128, 32, 8, 4, 4),
-    (128, 64, 32, 8, 4, 4),
-    (64, 128, 32, 8, 4, 4),
-    (128, 32, 32, 8, 4, 4),
-    (64, 32, 32, 8, 5, 2),
-    (32, 64, 32, 8, 5, 2),
-]
+TUTORIAL = Path(__file__).resolve().parents[2] / "bench" / "data" / "matmul_tutorial_configs.yaml"
 KEY = ["M", "N", "K"]
+LAUNCH_OPTIONS = ("num_warps", "num_stages")
 
 
 def tutorial_configs() -> list[Any]:
-    return [
-        triton.Config(
-            {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": g}, num_stages=s, num_warps=w
-        )
-        for m, n, k, g, s, w in TUTORIAL
-    ]
+    import yaml
+
+    configs = []
+    for listed in yaml.safe_load(TUTORIAL.read_text()):
+        params = dict(listed["params"])
+        options = {k: params.pop(k) for k in LAUNCH_OPTIONS}
+        configs.append(triton.Config(params, **options))
+    return configs
 
 
 def contenders(desc: Any, sizes: dict[str, int], files: dict[str, Any]) -> dict[str, Any]:
