@@ -76,7 +76,7 @@ def tune_staged_command(args: argparse.Namespace) -> int:
 
     check_staged_args(args)
     args.description = args.description[0]
-    settings = validation_config(args.validate_repetitions)
+    settings = validation_config(args.validate_repetitions, args.simplify_params)
     desc = with_vendor_files(load_description(args.description), args.vendor_controls)
     check_staged_description(desc)
     # The baseline: stage 1's first point, the parameters' defaults with the compilers' defaults.

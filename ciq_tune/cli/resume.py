@@ -109,7 +109,8 @@ def _resume(args: argparse.Namespace) -> int:
     # A run.json written before validation existed has neither key: use the defaults.
     validate_top = settings.get("validate_top")
     config = validation_config(
-        settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"])
+        settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"]),
+        settings.get("simplify_params", VALIDATION_DEFAULTS["simplify_params"]),
     )
     started_ray = ray_init(address, num_cpus, args.verbose)
     pool = None
@@ -168,7 +169,8 @@ def _resume_locally(args: argparse.Namespace, settings: dict[str, Any], desc: An
     except (StateError, KeyError, TypeError, ValueError) as exc:
         raise CiqTuneError(f"{path}: not a search state this version reads: {exc}") from exc
     config = validation_config(
-        settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"])
+        settings.get("validate_repetitions", VALIDATION_DEFAULTS["repetitions"]),
+        settings.get("simplify_params", VALIDATION_DEFAULTS["simplify_params"]),
     )
     args.quiet = False
     args.tracking = settings.get("tracking", "none")

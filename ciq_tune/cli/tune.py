@@ -120,6 +120,13 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         help="timed repetitions of each side per candidate (default %(default)s)",
     )
     parser.add_argument(
+        "--simplify-params",
+        action="store_true",
+        help="after validation, also reset each parameter of the winner that differs from the "
+        "baseline's unless a paired re-measurement shows it faster (its controls are always "
+        "judged so; each reset is one more comparison)",
+    )
+    parser.add_argument(
         "--transfer-from",
         type=Path,
         metavar="RUN",
@@ -219,7 +226,7 @@ def _tune(args: argparse.Namespace) -> int:
 
         return tune_campaign_command(args)
     args.description = args.description[0]
-    settings = validation_config(args.validate_repetitions)
+    settings = validation_config(args.validate_repetitions, args.simplify_params)
     desc = with_vendor_files(load_description(args.description), args.vendor_controls)
     local = None
     if runtime_of(args) == "local":
@@ -540,13 +547,13 @@ def check_num_cpus(num_cpus: int | None) -> None:
         )
 
 
-def validation_config(repetitions: int) -> ValidationConfig:
+def validation_config(repetitions: int, simplify_params: bool) -> ValidationConfig:
     from pydantic import ValidationError
 
     from ciq_tune.validation import ValidationConfig
 
     try:
-        return ValidationConfig(repetitions=repetitions)
+        return ValidationConfig(repetitions=repetitions, simplify_params=simplify_params)
     except ValidationError as exc:
         raise CiqTuneError(
             f"`--validate-repetitions`={repetitions}: {exc.errors()[0]['msg']}"
@@ -852,6 +859,7 @@ def write_run_settings(args: argparse.Namespace) -> None:
         "runtime": args.runtime,
         "validate_top": args.validate_top,
         "validate_repetitions": args.validate_repetitions,
+        "simplify_params": args.simplify_params,
         "exhaustive": args.exhaustive,
         "transfer_from": None if args.transfer_from is None else str(args.transfer_from),
         "stages": args.stages,

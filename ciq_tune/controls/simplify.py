@@ -242,16 +242,17 @@ def validate_and_simplify(
     k: int,
     config: ValidationConfig,
 ) -> SearchValidation:
-    """`ciq_tune.validation.validate_search`, then the winner with only the controls and
-    parameter values that earn their place (`simplify_timed` against `baseline`, recorded as the
-    validation's `simplification`) when it has controls or parameters other than the
-    baseline's."""
+    """`ciq_tune.validation.validate_search`, then the winner with only the controls that earn
+    their place (and, with `config.simplify_params`, the parameter values: `simplify_timed`
+    against `baseline`), recorded as the validation's `simplification`, when it has any to
+    judge."""
     validation = validate_search(results, measure, baseline, k=k, config=config)
     winner = validation.winner
+    against = baseline if config.simplify_params else None
     if winner is not None and (
         any((winner.config.get("controls") or {}).values())
-        or changed_params(winner.config, baseline)
+        or changed_params(winner.config, against)
     ):
-        simplified = simplify_timed(winner.config, measure, settings=config, baseline=baseline)
+        simplified = simplify_timed(winner.config, measure, settings=config, baseline=against)
         validation = validation.model_copy(update={"simplification": simplified})
     return validation

@@ -35,6 +35,9 @@ VALIDATION_DEFAULTS: dict[str, Any] = {
     "n_bootstrap": 5000,
     "mode": "min",
     "seed": 0,
+    # Parameters are the search's lever, and every reset is one more paired comparison (a
+    # no-effect one runs to the last look): only controls must earn their place by default.
+    "simplify_params": False,
 }
 """One source of the defaults of `ValidationConfig` and the `validate` command line."""
 
@@ -71,6 +74,9 @@ class ValidationConfig(BaseModel):
         n_bootstrap: bootstrap resamples.
         mode: "min" when lower values are better (times), "max" when higher are (throughput).
         seed: seed of the bootstrap's random generator.
+        simplify_params: after validation, also reset each kernel parameter of the winner that
+            differs from the baseline's unless a paired re-measurement shows it faster (see
+            `ciq_tune.controls.simplify.simplify_timed`); controls are always judged.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -85,6 +91,7 @@ class ValidationConfig(BaseModel):
     n_bootstrap: int = Field(default=VALIDATION_DEFAULTS["n_bootstrap"], ge=100)
     mode: Literal["min", "max"] = VALIDATION_DEFAULTS["mode"]
     seed: int = VALIDATION_DEFAULTS["seed"]
+    simplify_params: bool = VALIDATION_DEFAULTS["simplify_params"]
 
     def look_rounds(self) -> list[int]:
         """The rounds after which the comparison looks: `looks` evenly spaced counts, the

@@ -195,7 +195,7 @@ def test_changed_params_are_those_unlike_the_baseline() -> None:
     assert changed_params(config, None) == []
 
 
-def test_a_winner_unlike_the_baseline_only_in_parameters_is_simplified() -> None:
+def test_a_winner_unlike_the_baseline_only_in_parameters_is_simplified_when_asked() -> None:
     # The search's best differs from the baseline in two tiles; only BLOCK makes it faster.
     import numpy as np
 
@@ -218,9 +218,20 @@ def test_a_winner_unlike_the_baseline_only_in_parameters_is_simplified() -> None
         for i, (config, value) in enumerate([(baseline, 1.0), (best, 0.9)])
     ]
     results = SearchResults([Objective(name="m", mode="min")], records)
-    validation = validate_and_simplify(
-        results, measure, baseline, k=1, config=ValidationConfig(repetitions=20)
+    # By default parameters are the search's choice: nothing to judge, no comparisons.
+    calls = []
+
+    def counted(config: dict) -> float:
+        calls.append(config)
+        return measure(config)
+
+    plain = validate_and_simplify(
+        results, counted, baseline, k=1, config=ValidationConfig(repetitions=20)
     )
+    assert plain.outcome == "kept" and plain.simplification is None
+    assert best["params"] == plain.winner.config["params"] and len(calls) <= 2 * (20 + 5)
+    asked = ValidationConfig(repetitions=20, simplify_params=True)
+    validation = validate_and_simplify(results, measure, baseline, k=1, config=asked)
     assert validation.outcome == "kept" and validation.simplification is not None
     simplified = validation.simplification
     assert simplified["config"] == {
@@ -261,9 +272,8 @@ def test_tune_writes_and_prints_the_reset_parameters(
         for i, (config, value) in enumerate([(baseline, 1.0), (best, 0.9)])
     ]
     results = SearchResults([Objective(name="time_ms", mode="min")], records)
-    validation = validate_and_simplify(
-        results, measure, baseline, k=1, config=ValidationConfig(repetitions=20)
-    )
+    asked = ValidationConfig(repetitions=20, simplify_params=True)
+    validation = validate_and_simplify(results, measure, baseline, k=1, config=asked)
     assert write_outputs(tmp_path, desc, results, None, [baseline, best], validation) == 0
     data = yaml.safe_load((tmp_path / "saxpy.controls.yaml").read_text())
     assert data["params"] == {"BLOCK": 256, "ITEMS": 4} and data["controls"] == {"nvcc": {}}
