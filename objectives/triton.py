@@ -65,7 +65,8 @@ WORKER = _trainable.WorkerKind(
     kind="triton",
     target=TARGET,
     payload=_trainable.params_and_controls,
-    preload=("torch", "triton"),
+    # This module too: its imports would otherwise fall on the first candidate's compile.
+    preload=("torch", "triton", "objectives.triton"),
     interpret_without_gpu=True,
     compile_target="objectives.triton:compile_candidate",
     benchmark_target="objectives.triton:benchmark_candidate",
