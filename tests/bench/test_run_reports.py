@@ -96,3 +96,16 @@ def test_the_run_table_says_under_which_clock_the_search_and_its_validation_ran(
     }
     lines = table(result).splitlines()
     assert "| search | 1980 | 450 |" in lines and "| after it | 1710 | n/a |" in lines
+
+
+def test_the_startup_probe_times_processes_started_together(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench.startup as startup
+
+    # The GPU probe's output, from a CPU stand-in: import and context seconds.
+    monkeypatch.setattr(startup, "PROBE", "print('0.50 0.25')")
+    wall_s, each = startup.start(3)
+    assert each == [(0.5, 0.25)] * 3 and wall_s > 0
+    assert startup.main(["--processes", "2"]) == 0
+    assert "| 2 | " in capsys.readouterr().out
