@@ -4,13 +4,13 @@ takes `CUTOFF_FACTOR` times the best time seen there is not timed further at tha
 A search or a sweep of a matrix times most configurations at most shapes far from the best
 (small tiles on a large GEMM take tens of milliseconds a launch), and a full round of such a
 pair (a warm-up, then at least five launches) is GPU time that decides nothing: the pair is no
-winner. So, as autotuners that race their candidates do (Helion's times every configuration
-briefly and only the close ones fully, after Kernel Tuner's), each request of a matrix carries a
-cut-off per shape, and a round ends where a timed launch reaches it (one launch of at least
-`objectives.protocol.CUT_FROM_MS`, or the five of the round's estimate for a kernel timed launch
-by launch), with that time as its value (`objectives.protocol.time_cuda`; the result's
-``cut@i``). The best times come from full rounds only, so the cut-offs never rest on a cut
-value.
+winner. So, as autotuners that time every candidate briefly and only the close ones again do
+(Helion's re-benchmarks the members within a threshold of its best), each request of a matrix
+carries a cut-off per shape, and a round ends where a timed launch reaches it (one launch of
+at least `objectives.protocol.CUT_FROM_MS`, or the five of the round's estimate for a kernel
+timed launch by launch), with that time as its value (`objectives.protocol.time_cuda`; the
+result's ``cut@i``). The best times come from full rounds only, so the cut-offs never rest on
+a cut value.
 
 `Cutoffs` wraps a GPU's `objectives._stages.Benchmarker` for one description: the requests of one
 process's trials share it (a local search). Copied into each trial of a Ray Tune run, each copy

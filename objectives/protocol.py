@@ -285,9 +285,9 @@ launch. A round captures one graph."""
 CUT_FROM_MS = 0.5
 """The shortest launch a cut-off ends a round on (ms, `time_cuda`'s `cutoff_ms`). A single
 launch timed after its separator includes whatever host time its launch took beyond the
-separator's: on an H200 a process's first timed launch of a micro-second kernel read up to
-0.3 ms, ten times its round. Half a millisecond is beyond such overhead, and a shorter kernel's
-full round costs a few milliseconds anyway."""
+separator's, which for a process's first launches of a kernel reaches tenths of a millisecond:
+ten times a micro-second kernel's round. Half a millisecond is beyond such overhead, and a
+shorter kernel's full round costs a few milliseconds anyway."""
 CUT_TIMER = "cut_off"
 """The timer of a round that a cut-off ended after one timed launch, or after the five of its
 estimate (`time_cuda`)."""
@@ -332,9 +332,7 @@ def time_cuda(
     `cutoff_ms` (and `GRAPH_TRY_BELOW_MS`: no graph kernel), ends it with that mean. A search
     or sweep of a matrix passes a multiple of the best time seen at the shape
     (`objectives.cutoffs`): a configuration already that much slower is not a winner there,
-    and its full round (a warm-up and tens of launches) would be GPU time spent on nothing: the
-    racing of autotuners that time every candidate briefly and only the close ones fully
-    (Helion's, after Kernel Tuner).
+    and its full round (a warm-up and tens of launches) would be GPU time spent on nothing.
 
     Args:
         fn: Launches the kernel on input set ``i`` (asynchronously, on the library's current
