@@ -474,7 +474,7 @@ def print_local_throughput(search: Any, benchmark: Any, *, started: float | None
         concurrency=search.workers,
     )
     cut = sum(row.get("shapes_cut") or 0 for row in ran)
-    cut_text = f"; {cut} (configuration, shape) pairs cut off after one launch" if cut else ""
+    cut_text = f"; {cut} (configuration, shape) pairs cut off before a full round" if cut else ""
     print(
         f"{format_throughput(summary)}; engine {search.engine_s:.1f} s of the "
         f"{search.wall_s:.1f} s (asking and telling){cut_text}",
