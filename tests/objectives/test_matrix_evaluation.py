@@ -43,6 +43,13 @@ class CountingBenchmark:
         return benchmark_here(request)
 
 
+def timed_on(bench: CountingBenchmark, desc: Any) -> Any:
+    """The matrix trainable of `desc` whose requests `bench` serves."""
+    return make_matrix_trainable(
+        desc, make_trainable=functools.partial(make_trainable, benchmark=bench)
+    )
+
+
 def test_compile_keys_follow_constexprs_and_integer_specialisation() -> None:
     key = functools.partial(compile_key, constexprs={"N"})
     assert key({"N": 64, "M": 32}) != key({"N": 128, "M": 32})  # a constexpr's value
@@ -60,9 +67,7 @@ def test_one_benchmark_request_times_every_shape_compiling_once_per_constexpr(
     # = 6 shapes, 3 kernels to compile.
     desc = _matrix(tmp_path, "row_scale_fixed", (16, 64, 256))
     bench = CountingBenchmark()
-    trial = make_matrix_trainable(
-        desc, make_trainable=functools.partial(make_trainable, benchmark=bench)
-    )
+    trial = timed_on(bench, desc)
     result = trial(CONFIG)
     assert len(bench.requests) == 1
     assert result["status"] == "ok", result
@@ -90,9 +95,7 @@ def test_a_shape_that_fails_loses_none_of_the_others(tmp_path: Path) -> None:
     # interpreter): the two shapes of length 512 fail, the four others are timed.
     desc = _matrix(tmp_path, "row_scale_fixed", (16, 512, 64))
     bench = CountingBenchmark()
-    trial = make_matrix_trainable(
-        desc, make_trainable=functools.partial(make_trainable, benchmark=bench)
-    )
+    trial = timed_on(bench, desc)
     result = trial(CONFIG)
     assert len(bench.requests) == 1
     statuses = [result[f"status@{i}"] for i in range(6)]
@@ -103,10 +106,7 @@ def test_a_shape_that_fails_loses_none_of_the_others(tmp_path: Path) -> None:
     values = shape_values(result, "time_ms", 6)
     assert [v is not None for v in values] == [True, True, False, False, True, True]
     # The next candidate runs in a fresh worker (the crashed one retired) and succeeds.
-    again = make_matrix_trainable(
-        _matrix(tmp_path, "row_scale_fixed", (16, 64)),
-        make_trainable=functools.partial(make_trainable, benchmark=bench),
-    )(CONFIG)
+    again = timed_on(bench, _matrix(tmp_path, "row_scale_fixed", (16, 64)))(CONFIG)
     assert again["status"] == "ok", again
 
 
@@ -165,9 +165,7 @@ def test_a_cut_off_ends_each_shapes_round_after_one_launch_and_says_so(tmp_path:
 
     desc = _matrix(tmp_path, "row_scale_fixed", (16, 64, 256))
     bench = CountingBenchmark()
-    trial = make_matrix_trainable(
-        desc, make_trainable=functools.partial(make_trainable, benchmark=bench)
-    )
+    trial = timed_on(bench, desc)
     full = trial(CONFIG)
     assert full["shapes_cut"] == 0 and not any(f"cut@{i}" in full for i in range(6))
     # Every interpreted first launch is past a cut-off of CUT_FROM_MS (and none ends a round
