@@ -285,11 +285,19 @@ def flatten_config(config: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _json_safe_info(info: Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        json.dumps(info)
-        return dict(info)
-    except (TypeError, ValueError):
-        return {k: repr(v) for k, v in info.items()}
+    """`info` as strict JSON (states and results are read back strictly): a NaN or infinite
+    number becomes null (no value, as a failed shape has), anything else JSON cannot hold its
+    repr."""
+    safe = {}
+    for key, value in info.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            value = None
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            value = repr(value)
+        safe[key] = value
+    return safe
 
 
 def parse_values(

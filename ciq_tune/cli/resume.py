@@ -29,6 +29,10 @@ from ciq_tune.cli.tune import write_outputs
 from ciq_tune.errors import CiqTuneError
 from ciq_tune.strict_io import load_json
 
+# The search state holds every evaluated configuration (about 1 kB each): a sweep of tens of
+# thousands of configurations stays under this (bytes).
+MAX_STATE_BYTES = 64 * 1024 * 1024
+
 if TYPE_CHECKING:
     pass
 
@@ -156,7 +160,7 @@ def _resume_locally(args: argparse.Namespace, settings: dict[str, Any], desc: An
     from searchers.local_search import start_local_workers
 
     path = args.run_dir / SEARCH_STATE
-    state = load_json(path, what="search state", error=CiqTuneError)
+    state = load_json(path, what="search state", max_bytes=MAX_STATE_BYTES, error=CiqTuneError)
     space = make_search_space(desc.at_shape(desc.matrix()[0]) if desc.shapes else desc)
     if not isinstance(state, dict) or state.get("space") != json.loads(json.dumps(space.to_dict())):
         raise CiqTuneError(

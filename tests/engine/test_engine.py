@@ -3,6 +3,7 @@ constraints, objectives, state errors, configuration bounds."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -17,6 +18,7 @@ from ciq_tune.engine import create_engine
 from ciq_tune.errors import EngineError
 from ciq_tune.errors import SpaceError
 from ciq_tune.errors import StateError
+from ciq_tune.strict_io import parse_json
 from tests.engine.conftest import TOY_SPACE
 from tests.engine.conftest import drive
 from tests.engine.conftest import toy
@@ -164,6 +166,18 @@ def test_state_errors_are_clear() -> None:
         Engine.from_state({**state, "schema": 99})
     with pytest.raises(StateError, match="unknown strategy"):
         Engine.from_state({**state, "strategy": "nope"})
+
+
+def test_a_state_with_a_failed_shape_is_strict_json_and_resumes() -> None:
+    # A matrix evaluation that failed at one shape carries NaN there; the state `ciq-tune
+    # resume` reads back strictly must hold null instead, and resume from it.
+    engine = _engine("ga")
+    candidate = engine.ask()
+    assert candidate is not None
+    engine.tell(candidate.id, 1.0, info={"time_ms@0": 0.5, "time_ms@1": float("nan")})
+    text = json.dumps(engine.get_state(), allow_nan=False)
+    resumed = Engine.from_state(parse_json(text, source="state"))
+    assert resumed.records[0].info == {"time_ms@0": 0.5, "time_ms@1": None}
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
