@@ -32,6 +32,8 @@ class Progress:
         stream: where lines go (default: `sys.stderr` when printing; looked up then, so that
             a pickled copy, as Tune makes of its callbacks, holds no open file).
         interval_s: the shortest time between two printed lines.
+        done_before: evaluations made before this count began (a resumed run's), added to
+            the count shown, not to the rate.
     """
 
     def __init__(
@@ -43,6 +45,7 @@ class Progress:
         quiet: bool = False,
         stream: TextIO | None = None,
         interval_s: float = 2.0,
+        done_before: int = 0,
     ) -> None:
         self.metric = metric
         self.mode = mode
@@ -51,6 +54,7 @@ class Progress:
         self.stream = stream
         self.interval_s = interval_s
         self.done = 0
+        self.done_before = done_before
         self.best: float | None = None
         self.failures: dict[str, int] = {}
         self.first_cause: dict[str, str] = {}
@@ -80,7 +84,7 @@ class Progress:
         total = f"/{self.budget}" if self.budget else ""
         best = "none yet" if self.best is None else f"{self.best:g}"
         text = (
-            f"{self.done}{total} evaluations, best {self.metric} {best}, "
+            f"{self.done_before + self.done}{total} evaluations, best {self.metric} {best}, "
             f"{self.done / elapsed:.2f} evals/s"
         )
         if self.failures:

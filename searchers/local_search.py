@@ -284,11 +284,18 @@ def local_trainable(desc: Any, benchmark: Any) -> Callable[[dict[str, Any]], dic
 
 
 def local_callbacks(
-    desc: Any, metric: str, budget: int, quiet: bool, tracking: str, writer: MlflowWriter | None
+    desc: Any,
+    metric: str,
+    budget: int,
+    quiet: bool,
+    tracking: str,
+    writer: MlflowWriter | None,
+    *,
+    done_before: int = 0,
 ) -> Callable[[Any, dict[str, Any]], None]:
-    """What a local search does with each result: the progress line (unless `quiet`) and the
-    tracking record."""
-    progress = Progress(metric, desc.mode, budget=budget, quiet=quiet)
+    """What a local search does with each result: the progress line (unless `quiet`), counted
+    on from `done_before` evaluations (a resumed run's), and the tracking record."""
+    progress = Progress(metric, desc.mode, budget=budget, quiet=quiet, done_before=done_before)
     config = TrackingConfig(backend=tracking)  # type: ignore[arg-type]
     tracker = EvaluationTracker(config, writer, desc.name)
 

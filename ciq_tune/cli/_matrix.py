@@ -153,7 +153,15 @@ def _tune_locally(
 
     print(f"placement: {desc.kind}: {local.slots} evaluation(s) at a time on this machine")
     metric = matrix_metric(desc)
-    on_result = local_callbacks(desc, metric, settings.budget, args.quiet, args.tracking, writer)
+    on_result = local_callbacks(
+        desc,
+        metric,
+        settings.budget,
+        args.quiet,
+        args.tracking,
+        writer,
+        done_before=0 if restored is None else len(restored.records),
+    )
     with graceful_interrupt() as interrupt:
 
         def search(

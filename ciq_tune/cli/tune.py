@@ -415,7 +415,15 @@ def run_local_search(
 
     print(f"placement: {desc.kind}: {local.slots} evaluation(s) at a time on this machine")
     budget = int(engine.budget.max_evaluations or 0)
-    on_result = local_callbacks(desc, desc.metric, budget, args.quiet, args.tracking, writer)
+    on_result = local_callbacks(
+        desc,
+        desc.metric,
+        budget,
+        args.quiet,
+        args.tracking,
+        writer,
+        done_before=len(engine.records),
+    )
     with graceful_interrupt() as interrupt:
         search = search_locally(
             local_trainable(desc, local.benchmark),

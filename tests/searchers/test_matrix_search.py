@@ -197,8 +197,11 @@ def test_an_interrupted_local_matrix_search_resumes_to_its_budget_with_every_sha
     assert 0 < len(before) < budget
 
     assert main(["resume", str(out)]) == 0
-    # The resumed run's throughput counts its own evaluations, not the earlier ones.
-    assert f"{budget - len(before)} evaluations in " in capsys.readouterr().out
+    printed = capsys.readouterr()
+    # The resumed run's throughput counts its own evaluations, not the earlier ones; its
+    # progress line counts on from them (the first result always prints one).
+    assert f"{budget - len(before)} evaluations in " in printed.out
+    assert f"\n{len(before) + 1}/{budget} evaluations, best " in "\n" + printed.err
     with (out / "evaluations.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == budget == len({r["config_json"] for r in rows})
