@@ -4,13 +4,14 @@ choices come to the sweep's per-shape optimum at each budget, without a GPU.
     python3 -m bench.matrix_replay examples/kernels/triton/matmul_llm.yaml SWEEP \
         --budgets 50 100 160 --seeds 0 1 2 3 4
 
-SWEEP is the output folder of a finished exhaustive sweep (`bench/sweep.sh`): its
-evaluations.csv answers every configuration at every shape with the values recorded there (a
-cut-off round's value included, as a search would have seen it). The engine is the one
-`ciq-tune tune` makes (`searchers.local_search.kernel_engine`: the default strategy, the
-description's starting points first), told each configuration's weighted geometric mean over the
-shapes, one evaluation at a time. Per budget, over the seeds: the weighted geometric mean over
-the shapes of optimum / value of the configuration the search would choose there (the best it
+SWEEP is the output folder of a finished exhaustive sweep (`bench/sweep.sh`), or one recorded
+under docs/data/matrix_sweeps/: its evaluations.csv answers every configuration at every shape
+with the values recorded there (a cut-off round's value included, as a search would have seen
+it). The engine is the one `ciq-tune tune` makes (`searchers.local_search.kernel_engine`: the
+default strategy, the description's starting points first, the per-shape descent beside it),
+told each configuration's weighted geometric mean over the shapes with the per-shape values,
+one evaluation at a time. Per budget, over the seeds: the weighted geometric mean over the
+shapes of optimum / value of the configuration the search would choose there (the best it
 evaluated at that shape; 1.0: every shape's optimum found). The sweep's values are single
 rounds, so this measures the search, not the re-measured result (`bench.matrix_exhaustive`).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import json
 import math
 import statistics
@@ -29,6 +31,7 @@ from typing import Any
 from objectives import load_description
 from objectives import make_search_space
 from objectives import starting_points
+from objectives.matrix import descent_shapes
 from searchers.local_search import kernel_engine
 from searchers.matrix_search import matrix_metric
 
@@ -42,9 +45,11 @@ def canonical(config: Any) -> str:
 
 
 def sweep_values(folder: Path, shapes: int) -> Values:
-    """Configuration (`canonical`) → its value at each shape (None where it failed)."""
+    """Configuration (`canonical`) → its value at each shape (None where it failed), from the
+    folder's evaluations.csv (or evaluations.csv.gz, as recorded under docs/data)."""
     values: Values = {}
-    with (folder / "evaluations.csv").open() as handle:
+    table = folder / "evaluations.csv"
+    with table.open() if table.exists() else gzip.open(f"{table}.gz", "rt") as handle:
         for row in csv.DictReader(handle):
             per_shape = []
             for i in range(shapes):
@@ -79,6 +84,7 @@ def replay(desc: Any, values: Values, budgets: list[int], seed: int) -> dict[int
         seed=seed,
         points_to_evaluate=starting_points(at_first, space),
         workers=1,
+        shapes=descent_shapes(desc),
     )
     best: list[float | None] = [None] * n
     out = {}
@@ -92,7 +98,8 @@ def replay(desc: Any, values: Values, budgets: list[int], seed: int) -> dict[int
             engine.tell(candidate.id, None, status="error")
         else:
             logs = sum(w * math.log(v) for w, v in zip(weights, per_shape, strict=True) if v)
-            engine.tell(candidate.id, {metric: math.exp(logs / sum(weights))})
+            per_shape_info = {f"{desc.metric}@{i}": v for i, v in enumerate(per_shape)}
+            engine.tell(candidate.id, {metric: math.exp(logs / sum(weights))}, info=per_shape_info)
             best = [
                 v if b is None or (v is not None and v < b) else b
                 for b, v in zip(best, per_shape, strict=True)

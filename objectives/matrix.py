@@ -96,6 +96,15 @@ def matrix_metric(desc: KernelDescription) -> str:
     return f"{desc.metric}_geomean"
 
 
+def descent_shapes(desc: KernelDescription) -> dict[str, float]:
+    """Each shape's result key (``time_ms@0`` …) and weight where every shape keeps its own
+    best (``per_shape`` selection): what the engine's per-shape descent follows
+    (`ciq_tune.engine.shape_descent`). Empty for other rules, whose choices span shapes."""
+    if selection_rule(desc).mode != "per_shape":
+        return {}
+    return {f"{desc.metric}@{i}": shape.weight for i, shape in enumerate(desc.matrix())}
+
+
 def relative(value: float, baseline: float, mode: str) -> float:
     """A metric relative to the baseline, lower is better: value/baseline for ``min``."""
     return value / baseline if mode == "min" else baseline / value

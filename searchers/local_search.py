@@ -117,14 +117,19 @@ def kernel_engine(
     workers: int,
     strategy: str = "auto",
     transfer_from: SearchResults | None = None,
+    shapes: Mapping[str, float] | None = None,
 ) -> Engine:
     """The engine of a local kernel search: `budget` evaluations of `strategy`
     (`ciq_tune.engine.create_engine`), `points_to_evaluate` first, proposing whenever one of
-    `workers` is free."""
+    `workers` is free. `shapes`: in a matrix search whose shapes each keep their own best, the
+    result key of each shape's value and its weight, for a per-shape descent beside the
+    strategy (`ciq_tune.engine.shape_descent`; not beside a listing, which proposes every
+    configuration anyway)."""
     from ciq_tune.engine import Budget
     from ciq_tune.engine import create_engine
+    from ciq_tune.engine.shape_descent import ShapeDescent
 
-    return create_engine(
+    engine = create_engine(
         strategy,
         space,
         [Objective(name=metric, mode=mode)],  # type: ignore[arg-type]
@@ -134,6 +139,11 @@ def kernel_engine(
         initial_points=list(points_to_evaluate),
         transfer_from=transfer_from,
     )
+    if shapes and engine.name != "exhaustive":
+        engine.shape_descent = ShapeDescent(
+            keys=list(shapes), weights=list(shapes.values()), mode="max" if mode == "max" else "min"
+        )
+    return engine
 
 
 def search_locally(

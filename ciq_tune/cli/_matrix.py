@@ -144,6 +144,7 @@ def _tune_locally(
     """The matrix search on this machine's worker processes (`restored`'s, or a new engine's),
     each bucket then re-measured on its benchmark workers. The engine's state, each
     evaluation's per-shape values with it, is kept in OUT/search_state.json as it goes."""
+    from objectives.matrix import descent_shapes
     from searchers.local_search import kernel_engine
     from searchers.local_search import local_callbacks
     from searchers.local_search import search_locally
@@ -176,6 +177,7 @@ def _tune_locally(
                 points_to_evaluate=points,
                 workers=local.slots,
                 strategy=settings.strategy,
+                shapes=descent_shapes(desc),
             )
             done = search_locally(
                 trainable,

@@ -45,6 +45,7 @@ from ciq_tune.engine.operators.sampling import initial_sampling
 from ciq_tune.engine.proposals import Candidate
 from ciq_tune.engine.proposals import Origin
 from ciq_tune.engine.proposals import ProposalArchive
+from ciq_tune.engine.shape_descent import ShapeDescent
 from ciq_tune.engine.transfer import transfer_genes
 from ciq_tune.errors import EngineError
 from ciq_tune.errors import SpaceError
@@ -94,6 +95,11 @@ class Engine:
         transfer_from: an earlier search of the same kernel (another GPU or shape): its
             `transfer_points` best configurations that fit this space are evaluated in the
             first generation, after `initial_points` (`engine/transfer.py`).
+
+    Attributes:
+        shape_descent: in a search over a matrix of shapes, a per-shape coordinate descent
+            that proposes a share of the candidates (`engine/shape_descent.py`); None (the
+            default) for none. Kept in the engine's state.
     """
 
     name: ClassVar[str] = "base"
@@ -156,6 +162,7 @@ class Engine:
         self._elapsed_before = 0.0
         self._clock_start = time.monotonic()
         self._warm_start = self._encode_warm_start(initial_points, baseline, transfer_from)
+        self.shape_descent: ShapeDescent | None = None
 
     # -- public API ----------------------------------------------------------------------------
     def ask(self) -> Candidate | None:
@@ -165,11 +172,13 @@ class Engine:
         Invariant: when `finished` is False and no candidate is out, `ask()` returns one."""
         if self.stop_reason is not None:
             return None
-        if not self._queue and not self._exhausted:
-            self._refill_queue()
-        if not self._queue or self.stop_reason is not None:
-            return None
-        candidate = self._queue.pop(0)
+        candidate = self._descent_move()
+        if candidate is None:
+            if not self._queue and not self._exhausted:
+                self._refill_queue()
+            if not self._queue or self.stop_reason is not None:
+                return None
+            candidate = self._queue.pop(0)
         self._pending[candidate.id] = candidate
         return candidate
 
@@ -220,6 +229,15 @@ class Engine:
             self._tell_steady(record)
         self._advance()
         return record
+
+    def _descent_move(self) -> Candidate | None:
+        """A per-shape descent's move when it has one now (after the first generation)."""
+        if self.shape_descent is None or not self._started:
+            return None
+        genes = self.shape_descent.propose(
+            self.space, self._records, self.proposals.new_genes, self.rng
+        )
+        return None if genes is None else self._make_candidate(genes, "descent")
 
     @property
     def finished(self) -> bool:
@@ -308,6 +326,9 @@ class Engine:
             "elapsed_s": self.elapsed_s,
             "warm_start": [[list(g), origin] for g, origin in self._warm_start],
             "strategy_state": self._strategy_state(),
+            "shape_descent": None
+            if self.shape_descent is None
+            else self.shape_descent.model_dump(),
         }
 
     @classmethod
@@ -358,6 +379,8 @@ class Engine:
         self._elapsed_before = state["elapsed_s"]
         self._clock_start = time.monotonic()
         self._warm_start = [(tuple(g), origin) for g, origin in state["warm_start"]]
+        descent = state.get("shape_descent")
+        self.shape_descent = None if descent is None else ShapeDescent(**descent)
         self._load_strategy_state(state.get("strategy_state", {}))
 
     # -- the loop ------------------------------------------------------------------------------

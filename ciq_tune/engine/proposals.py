@@ -23,7 +23,7 @@ from ciq_tune.engine.operators.duplicates.config_duplicates import config_key
 from ciq_tune.space import SearchSpace
 from ciq_tune.space.space import Genes
 
-Origin = Literal["baseline", "initial", "transfer", "random", "offspring"]
+Origin = Literal["baseline", "initial", "transfer", "random", "offspring", "descent"]
 
 
 @dataclass(frozen=True)
