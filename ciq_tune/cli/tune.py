@@ -34,6 +34,13 @@ if TYPE_CHECKING:
     from searchers.placement import Placement
 
 
+# Evaluations of a search without `--budget`; where each shape of a matrix keeps its own
+# winner, this many per shape if that is more (bench.matrix_replay on the LLM GEMM matrix's
+# sweep, docs/benchmarks.md).
+DEFAULT_BUDGET = 50
+BUDGET_PER_SHAPE = 8
+
+
 def _tune_args(parser: argparse.ArgumentParser) -> None:
     from ciq_tune.validation import VALIDATION_DEFAULTS
 
@@ -44,7 +51,12 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         help="kernel description file (YAML or JSON); several run as a campaign: all searches "
         "at once on the Ray cluster, OUT/campaign.csv lists them (docs/cluster.md)",
     )
-    parser.add_argument("--budget", type=int, default=50, help="evaluations (default 50)")
+    parser.add_argument(
+        "--budget",
+        type=int,
+        help=f"evaluations (default {DEFAULT_BUDGET}; where each shape of a matrix keeps its own "
+        f"winner, {BUDGET_PER_SHAPE} per shape if that is more)",
+    )
     parser.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     parser.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: all)")
     parser.add_argument(
@@ -184,7 +196,7 @@ def _tune(args: argparse.Namespace) -> int:
     from objectives import make_search_space
     from objectives import starting_points
 
-    if args.budget < 1:
+    if args.budget is not None and args.budget < 1:
         raise CiqTuneError(f"`--budget` must be a positive evaluation count, got {args.budget}")
     if args.trials_per_gpu is not None and args.trials_per_gpu < 1:
         raise CiqTuneError(
@@ -212,6 +224,8 @@ def _tune(args: argparse.Namespace) -> int:
         )
     if args.runtime == "local" and args.address:
         raise CiqTuneError("`--runtime local` runs on this machine: not with --address")
+    if args.stages or len(args.description) > 1 or args.shapes:
+        args.budget = DEFAULT_BUDGET if args.budget is None else args.budget
     if args.stages:
         from ciq_tune.cli._staged import tune_staged_command
 
@@ -228,6 +242,7 @@ def _tune(args: argparse.Namespace) -> int:
     args.description = args.description[0]
     settings = validation_config(args.validate_repetitions, args.simplify_params)
     desc = with_vendor_files(load_description(args.description), args.vendor_controls)
+    args.budget = default_budget(desc) if args.budget is None else args.budget
     local = None
     if runtime_of(args) == "local":
         # The workers start first: their imports overlap everything until the first compile.
@@ -836,6 +851,15 @@ RUN_SETTINGS = "run.json"
 """The file of a `tune` output folder that lets `resume` rebuild the search."""
 VALIDATION_FILE = "validation.json"
 """The end-of-search validation of a `tune` output folder (`ciq-tune report` shows it)."""
+
+
+def default_budget(desc: Any) -> int:
+    """`--budget`'s default for one description: `DEFAULT_BUDGET`, or `BUDGET_PER_SHAPE` per
+    shape where each shape of its matrix keeps its own winner, if that is more (each shape's
+    winner is searched for, by the per-shape descent among others)."""
+    from objectives.matrix import descent_shapes
+
+    return max(DEFAULT_BUDGET, BUDGET_PER_SHAPE * len(descent_shapes(desc)))
 
 
 def search_budget(args: argparse.Namespace, space: Any) -> tuple[str, int]:
