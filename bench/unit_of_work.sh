@@ -16,8 +16,9 @@
 #   llm-sweep  bash bench/sweep.sh: one part (SWEEP_LIMIT seconds, default 540) of the LLM GEMM
 #            matrix's exhaustive sweep into runs/llm_sweep (carry it to the next call)
 #   llm      python3 -m bench.matrix_exhaustive on matmul_llm.yaml against that finished sweep
-#            (its wall time: the sum of its parts'), with @triton.autotune over the Triton
-#            tutorial's list and cuBLAS
+#            (its wall time: the sum of its parts'), or without one the H200 sweep recorded in
+#            docs/data/matrix_sweeps/h200_matmul_llm_fp16, with @triton.autotune over the
+#            Triton tutorial's list and cuBLAS
 set -uo pipefail
 out=${1:?usage: bash bench/unit_of_work.sh OUT [STEP ...]}
 shift
@@ -57,9 +58,13 @@ for step in "${steps[@]}"; do
     llm-sweep) ran llm-sweep $((${SWEEP_LIMIT:-540} + 90)) bash bench/sweep.sh \
       "$desc/matmul_llm.yaml" runs/llm_sweep "${SWEEP_LIMIT:-540}" ;;
     llm)
-      swept=$(awk '/^== part: exit/ {s += $(NF - 5)} END {print s}' runs/llm_sweep.log)
+      sweep=runs/llm_sweep log=runs/llm_sweep.log
+      if [[ ! -d $sweep ]]; then  # the H200 sweep recorded in docs/data
+        sweep=docs/data/matrix_sweeps/h200_matmul_llm_fp16 log=$sweep/sweep.log
+      fi
+      swept=$(awk '/^== part: exit/ {s += $(NF - 5)} END {print s}' "$log")
       ran llm 600 python3 -m bench.matrix_exhaustive "$desc/matmul_llm.yaml" --out "$work/llm" \
-        --exhaustive-from runs/llm_sweep --exhaustive-s "$swept" \
+        --exhaustive-from "$sweep" --exhaustive-s "$swept" \
         --autotune bench/data/matmul_tutorial_configs.yaml ;;
     *) echo "unknown step $step" ;;
   esac
