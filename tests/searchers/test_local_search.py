@@ -16,11 +16,15 @@ import pytest
 import yaml
 
 import ciq_tune.space as ss
+from ciq_tune.cli.tune import default_budget
+from objectives import load_description
+from objectives.matrix import descent_shapes
 from searchers.local_search import config_key
 from searchers.local_search import kernel_engine
 from searchers.local_search import search_locally
 from tests.objectives.data.row_scale_description import row_scale_description
 
+LLM_MATRIX = Path(__file__).parents[2] / "examples/kernels/triton/matmul_llm.yaml"
 SPACE = ss.SearchSpace({"x": ss.ordinal(list(range(20))), "y": ss.choice([1, 2, 3])})
 
 
@@ -219,3 +223,21 @@ def test_ctrl_c_keeps_a_local_searchs_evaluations_and_exits_130(tmp_path: Path) 
         configs = [row["config_json"] for row in csv.DictReader(handle)]
     assert len(configs) == len(set(configs)) == 100
     assert (out / "row_scale.controls.yaml").exists()
+
+
+def test_a_per_shape_matrix_search_descends_per_shape_beside_its_strategy() -> None:
+    desc = load_description(LLM_MATRIX)
+    shapes = descent_shapes(desc)
+    assert list(shapes) == [f"time_ms@{i}" for i in range(12)]
+    assert list(shapes.values()) == [s.weight for s in desc.matrix()]
+    common = {"space": SPACE, "metric": "score", "mode": "min", "seed": 0}
+    engine = kernel_engine(**common, budget=10, points_to_evaluate=[], workers=2, shapes=shapes)
+    assert engine.shape_descent is not None and engine.shape_descent.keys == list(shapes)
+    # A listing proposes every configuration anyway: no descent beside it.
+    listing = kernel_engine(
+        **common, budget=60, points_to_evaluate=[], workers=2, shapes=shapes, strategy="exhaustive"
+    )
+    assert listing.shape_descent is None
+    # Its default budget: 8 evaluations per shape; a description without shapes keeps 50.
+    assert default_budget(desc) == 96
+    assert default_budget(load_description(LLM_MATRIX.with_name("matmul.yaml"))) == 50
