@@ -4,8 +4,13 @@ A matrix search tells the engine one value per configuration, the weighted geome
 the shapes, and keeps per shape the best configuration evaluated there: with `per_shape`
 selection each shape's winner is its own. The engine's model follows the mean, which no shape's
 optimum need be near (a GEMM at M = 1 and at M = 16384 want different tiles). This descent
-follows each shape: once `after` evaluations are in, a `share` of the proposals are moves from
-one shape's best configuration that were never proposed.
+follows each shape: once `after` evaluations are in, some of the proposals are moves from one
+shape's best configuration that were never proposed. How many follows what they find: the
+chance of a move is the moves' rate of new per-shape bests over the sum of theirs and the
+engine's proposals' (each the mean of a Beta(1, 1) prior updated by the evaluations since
+`after`, a new best counted by the weight of the shapes it improved), between `1 - share` and
+`share`. Where the shapes share an optimum, the engine's model finds it and the moves find
+little; where they do not, the moves find most.
 
 The shape whose turn it is has had the fewest moves per unit of weight (stride scheduling,
 Waldspurger & Weihl, MIT/LCS/TM-528, 1995): a shape of weight 8 gets eight moves for one of a
@@ -56,7 +61,8 @@ class ShapeDescent(BaseModel):
         weights: Each shape's weight (positive), in the order of `keys`.
         mode: "min" when a lower value is better, else "max".
         after: Evaluations (told) before the first move.
-        share: Chance that a proposal after that is a move (else the engine's own).
+        share: The largest chance that a proposal after that is a move (else the engine's
+            own); the smallest is `1 - share`.
         turns: Moves made so far for each shape.
     """
 
@@ -66,7 +72,7 @@ class ShapeDescent(BaseModel):
     weights: list[float]
     mode: Literal["min", "max"] = "min"
     after: int = Field(default=SHAPE_DESCENT_DEFAULTS["after"], ge=0)
-    share: float = Field(default=SHAPE_DESCENT_DEFAULTS["share"], ge=0.0, le=1.0)
+    share: float = Field(default=SHAPE_DESCENT_DEFAULTS["share"], ge=0.5, le=1.0)
     turns: list[int] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -79,6 +85,26 @@ class ShapeDescent(BaseModel):
             raise ValueError("`turns` must hold one count per key")
         return self
 
+    def move_share(self, records: Sequence[EvaluationRecord]) -> float:
+        """The chance that the next proposal is a move (see the module docstring)."""
+        sign = 1.0 if self.mode == "min" else -1.0
+        best = [math.inf] * len(self.keys)
+        hits = {True: 1.0, False: 1.0}
+        tries = {True: 2.0, False: 2.0}
+        total = sum(self.weights)
+        for i, record in enumerate(records):
+            gain = 0.0
+            for shape, key in enumerate(self.keys):
+                value = _finite(record.info.get(key))
+                if value is not None and sign * value < best[shape]:
+                    gain += self.weights[shape] / total if i >= self.after else 0.0
+                    best[shape] = sign * value
+            if i >= self.after:
+                hits[record.origin == "descent"] += gain
+                tries[record.origin == "descent"] += 1.0
+        moves, engine = hits[True] / tries[True], hits[False] / tries[False]
+        return min(max(moves / (moves + engine), 1.0 - self.share), self.share)
+
     def propose(
         self,
         space: SearchSpace,
@@ -88,7 +114,7 @@ class ShapeDescent(BaseModel):
     ) -> Genes | None:
         """The genes of the next move, or None (too early, the engine's turn, or no shape's
         best has a move left). `new` keeps the feasible rows never proposed."""
-        if len(records) < self.after or rng.random() >= self.share:
+        if len(records) < self.after or rng.random() >= self.move_share(records):
             return None
         sign = 1.0 if self.mode == "min" else -1.0
         # Per shape in turn order, (value, genes) of each configuration with a value there,

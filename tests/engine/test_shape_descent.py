@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
-import numpy as np
 import pytest
 
 import ciq_tune.space as ss
@@ -16,6 +16,7 @@ from ciq_tune.engine import create_engine
 from ciq_tune.engine.shape_descent import ShapeDescent
 from ciq_tune.engine.shape_descent import neighbours
 from ciq_tune.engine.shape_descent import pair_moves
+from ciq_tune.results import EvaluationRecord
 from ciq_tune.space import SearchSpace
 from ciq_tune.strict_io import parse_json
 
@@ -25,6 +26,16 @@ SPACE = {name: ss.range(0, 9) for name in ("a", "b", "c", "d")}
 OPTIMA = ((2, 7, 2, 7), (7, 2, 6, 3))
 WEIGHTS = (4.0, 1.0)
 KEYS = ["time_ms@0", "time_ms@1"]
+
+
+class _Always:
+    """A random generator whose draws always fall below the chance of a move."""
+
+    def random(self) -> float:
+        return 0.0
+
+
+ALWAYS: Any = _Always()
 
 
 def _times(config: dict) -> list[float]:
@@ -76,18 +87,17 @@ def test_of_a_turns_moves_the_one_the_model_ranks_best_is_proposed() -> None:
         engine.tell(candidate.id, time(candidate.config), info={"t@0": time(candidate.config)})
     best = min(engine.records, key=lambda r: r.info["t@0"]).config
     assert best["b"] in (2, 3)
-    descent = ShapeDescent(keys=["t@0"], weights=[1.0], after=0, share=1.0)
-    move = descent.propose(space, engine.records, lambda rows: rows, np.random.default_rng(0))
+    descent = ShapeDescent(keys=["t@0"], weights=[1.0], after=0)
+    move = descent.propose(space, engine.records, lambda rows: rows, ALWAYS)
     assert move is not None and space.decode(move) == {**best, "b": 5 - best["b"]}
 
 
 def test_turns_follow_the_weights() -> None:
-    descent = ShapeDescent(keys=KEYS, weights=[1.0, 8.0], after=0, share=1.0)
+    descent = ShapeDescent(keys=KEYS, weights=[1.0, 8.0], after=0)
     space = SearchSpace(SPACE)
     engine, _ = _search(seed=1, descent=False, budget=5)
-    rng = np.random.default_rng(0)
     for _ in range(18):
-        assert descent.propose(space, engine.records, lambda rows: rows, rng) is not None
+        assert descent.propose(space, engine.records, lambda rows: rows, ALWAYS) is not None
     assert descent.turns == [2, 16]
 
 
@@ -112,3 +122,36 @@ def test_bad_settings_are_refused() -> None:
         ShapeDescent(keys=KEYS, weights=[1.0])
     with pytest.raises(ValueError, match="one positive weight per key"):
         ShapeDescent(keys=KEYS, weights=[1.0, 0.0])
+
+
+def _record(i: int, origin: str, value: float) -> EvaluationRecord:
+    return EvaluationRecord(
+        candidate_id=i,
+        generation=0,
+        config={},
+        genes=(i,),
+        key=str(i),
+        origin=origin,  # type: ignore[arg-type]
+        status="ok",
+        values={"t": value},
+        elapsed_s=0.0,
+        info={"t@0": value},
+    )
+
+
+def test_the_chance_of_a_move_follows_the_new_bests_the_moves_find() -> None:
+    descent = ShapeDescent(keys=["t@0"], weights=[1.0], after=5)
+    start = [_record(i, "random", 10.0 + i) for i in range(5)]
+    assert descent.move_share(start) == 0.5  # no evidence yet
+    # Every move a new best, no proposal of the engine one: up to `share`.
+    moves_find = [
+        _record(5 + i, "descent" if i % 2 else "offspring", 9.0 - i if i % 2 else 20.0)
+        for i in range(20)
+    ]
+    assert descent.move_share(start + moves_find) == descent.share
+    # The other way round: down to 1 - share.
+    engine_finds = [
+        _record(5 + i, "offspring" if i % 2 else "descent", 9.0 - i if i % 2 else 20.0)
+        for i in range(20)
+    ]
+    assert descent.move_share(start + engine_finds) == 1.0 - descent.share
