@@ -6,11 +6,12 @@ selection each shape's winner is its own. The engine's model follows the mean, w
 optimum need be near (a GEMM at M = 1 and at M = 16384 want different tiles). This descent
 follows each shape: once `after` evaluations are in, some of the proposals are moves from one
 shape's best configuration that were never proposed. How many follows what they find: the
-chance of a move is the moves' rate of new per-shape bests over the sum of theirs and the
-engine's proposals' (each the mean of a Beta(1, 1) prior updated by the evaluations since
-`after`, a new best counted by the weight of the shapes it improved), between `1 - share` and
-`share`. Where the shapes share an optimum, the engine's model finds it and the moves find
-little; where they do not, the moves find most.
+chance of a move is the moves' mean gain per evaluation over the sum of theirs and the engine's
+proposals' (a gain: the weighted mean over the shapes of |log(new best / old best)|, from the
+evaluations since `after`; each mean starts from the pooled mean as one pseudo-evaluation),
+between `1 - share` and `share`. Where the shapes share an optimum, the engine's model finds it
+and the moves find little; where they do not, the moves find most. Gains, not counts of new
+bests: a descent in a poor basin finds many small ones, an escape from it one large one.
 
 The shape whose turn it is has had the fewest moves per unit of weight (stride scheduling,
 Waldspurger & Weihl, MIT/LCS/TM-528, 1995): a shape of weight 8 gets eight moves for one of a
@@ -87,23 +88,32 @@ class ShapeDescent(BaseModel):
 
     def move_share(self, records: Sequence[EvaluationRecord]) -> float:
         """The chance that the next proposal is a move (see the module docstring)."""
-        sign = 1.0 if self.mode == "min" else -1.0
-        best = [math.inf] * len(self.keys)
-        hits = {True: 1.0, False: 1.0}
-        tries = {True: 2.0, False: 2.0}
+        best: list[float | None] = [None] * len(self.keys)
+        gains = {True: 0.0, False: 0.0}  # by "is a move"
+        tries = {True: 0, False: 0}
         total = sum(self.weights)
         for i, record in enumerate(records):
             gain = 0.0
             for shape, key in enumerate(self.keys):
-                value = _finite(record.info.get(key))
-                if value is not None and sign * value < best[shape]:
-                    gain += self.weights[shape] / total if i >= self.after else 0.0
-                    best[shape] = sign * value
+                value, before = _finite(record.info.get(key)), best[shape]
+                if value is None or (before is not None and not self._better(value, before)):
+                    continue
+                if before is not None:
+                    gain += self.weights[shape] / total * _log_ratio(value, before)
+                best[shape] = value
             if i >= self.after:
-                hits[record.origin == "descent"] += gain
-                tries[record.origin == "descent"] += 1.0
-        moves, engine = hits[True] / tries[True], hits[False] / tries[False]
+                gains[record.origin == "descent"] += gain
+                tries[record.origin == "descent"] += 1
+        told = tries[True] + tries[False]
+        prior = (gains[True] + gains[False]) / told if told else 0.0
+        if prior == 0.0:  # no evidence yet: even; nothing found since `after`: explore
+            return 0.5 if told == 0 else 1.0 - self.share
+        moves = (gains[True] + prior) / (tries[True] + 1)
+        engine = (gains[False] + prior) / (tries[False] + 1)
         return min(max(moves / (moves + engine), 1.0 - self.share), self.share)
+
+    def _better(self, value: float, than: float) -> bool:
+        return value < than if self.mode == "min" else value > than
 
     def propose(
         self,
@@ -184,6 +194,12 @@ def _features(space: SearchSpace, genes: Genes) -> list[float]:
             row[len(listed) if gene is None else int(gene)] = 1.0
             out += row
     return out
+
+
+def _log_ratio(new: float, old: float) -> float:
+    """How much better `new` is than `old`, as |log(new / old)|; 1.0 (a full step) where a
+    value is not positive."""
+    return abs(math.log(new / old)) if new > 0 and old > 0 else 1.0
 
 
 def _finite(value: Any) -> float | None:

@@ -102,9 +102,9 @@ def test_turns_follow_the_weights() -> None:
 
 
 def test_the_descent_finds_each_shapes_optimum_the_mean_alone_misses() -> None:
-    # Seeds declared before the run; 100 evaluations of 10,000 configurations.
-    with_descent = [_search(seed, descent=True, budget=100)[1] for seed in range(3)]
-    without = [_search(seed, descent=False, budget=100)[1] for seed in range(3)]
+    # Seeds declared before the run; 150 evaluations of 10,000 configurations.
+    with_descent = [_search(seed, descent=True, budget=150)[1] for seed in range(3)]
+    without = [_search(seed, descent=False, budget=150)[1] for seed in range(3)]
     assert all(best == [1.0, 1.0] for best in with_descent), with_descent
     assert all(best != [1.0, 1.0] for best in without), without
 
