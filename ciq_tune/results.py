@@ -300,6 +300,13 @@ def _json_safe_info(info: Mapping[str, Any]) -> dict[str, Any]:
     return safe
 
 
+def finite_number(value: Any) -> float | None:
+    """`value` as a float when it is a finite number (not a bool), else None: a metric read
+    from a result, where a failure leaves NaN, None or nothing."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
 def parse_values(
     objectives: Sequence[Objective],
     values: float | Sequence[float] | Mapping[str, float] | None,

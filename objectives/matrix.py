@@ -23,6 +23,7 @@ from typing import Any
 
 from ciq_tune.controls.matrix import SelectionRule
 from ciq_tune.controls.matrix import log_distance
+from ciq_tune.results import finite_number
 from objectives.description import KernelDescription
 from objectives.description import Shape
 from objectives.protocol import CUT_TIMER
@@ -251,7 +252,7 @@ def matrix_result(desc: KernelDescription, results: Sequence[Mapping[str, Any]])
     failed = []
     for index, result in enumerate(results):
         status = str(result.get("status", "crash"))
-        value = _finite(result.get(metric))
+        value = finite_number(result.get(metric))
         ok = status == "ok" and value is not None
         out[f"status@{index}"] = status if ok or status != "ok" else "crash"
         out[f"{metric}@{index}"] = value if value is not None and ok else math.nan
@@ -310,13 +311,7 @@ def _each_shape(
 
 def shape_values(result: Mapping[str, Any], metric: str, n: int) -> list[float | None]:
     """Per-shape metric values of a matrix result (None where a shape failed or did not run)."""
-    return [_finite(result.get(f"{metric}@{i}")) for i in range(n)]
-
-
-def _finite(value: Any) -> float | None:
-    """`value` as a float when it is a finite number, else None."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
+    return [finite_number(result.get(f"{metric}@{i}")) for i in range(n)]
 
 
 def bucket_score(

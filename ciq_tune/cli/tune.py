@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from ciq_tune.errors import CiqTuneError
 from ciq_tune.errors import SpaceError
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
+from ciq_tune.results import finite_number
 
 if TYPE_CHECKING:
     from ciq_tune.tracking import MlflowWriter
@@ -679,7 +679,11 @@ def write_outputs(
     # Every evaluation, failures included, for `ciq-tune report` and for review.
     results.to_parquet(out / "evaluations.parquet")
     results.to_csv(out / "evaluations.csv")
-    ok = [r for r in results.records if r.ok and _finite((r.values or {}).get(desc.metric))]
+    ok = [
+        r
+        for r in results.records
+        if r.ok and finite_number((r.values or {}).get(desc.metric)) is not None
+    ]
     if not ok:
         raise CiqTuneError(
             f"no candidate of {len(results.records)} compiled and ran: "
@@ -940,10 +944,6 @@ def _print_throughput(grid: Any, wall_s: float, placement: Placement) -> None:
         concurrency=placement.max_concurrent_trials,
     )
     print(format_throughput(summary), flush=True)
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def relative_path(path: Path, start: Path) -> str:

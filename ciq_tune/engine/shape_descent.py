@@ -45,6 +45,7 @@ from pydantic import Field
 from pydantic import model_validator
 
 from ciq_tune.results import EvaluationRecord
+from ciq_tune.results import finite_number
 from ciq_tune.space import SearchSpace
 from ciq_tune.space.space import Genes
 
@@ -95,7 +96,7 @@ class ShapeDescent(BaseModel):
         for i, record in enumerate(records):
             gain = 0.0
             for shape, key in enumerate(self.keys):
-                value, before = _finite(record.info.get(key)), best[shape]
+                value, before = finite_number(record.info.get(key)), best[shape]
                 if value is None or (before is not None and not self._better(value, before)):
                     continue
                 if before is not None:
@@ -133,7 +134,9 @@ class ShapeDescent(BaseModel):
         for shape in sorted(range(len(self.keys)), key=lambda s: self.turns[s] / self.weights[s]):
             key = self.keys[shape]
             values = [
-                (sign * v, r.genes) for r in records if (v := _finite(r.info.get(key))) is not None
+                (sign * v, r.genes)
+                for r in records
+                if (v := finite_number(r.info.get(key))) is not None
             ]
             if values:
                 seen[shape] = values
@@ -200,9 +203,3 @@ def _log_ratio(new: float, old: float) -> float:
     """How much better `new` is than `old`, as |log(new / old)|; 1.0 (a full step) where a
     value is not positive."""
     return abs(math.log(new / old)) if new > 0 and old > 0 else 1.0
-
-
-def _finite(value: Any) -> float | None:
-    """`value` as a float when it is a finite number, else None."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
