@@ -1,9 +1,10 @@
 """Re-measurement statistics and the end-of-search validation.
 
 Modules: `settings` (`ValidationConfig`, defaults), `statistics` (ratio of medians, bootstrap
-CI, Wilcoxon signed-rank / Mann-Whitney U, verdict), `interleaved` (alternating rounds),
-`top_k` (a search's best re-measured against its baseline), and `timings_file` (timings read
-from a file; `ciq-tune validate`). See docs/validation.md.
+CI, Wilcoxon signed-rank / Mann-Whitney U, verdict), `interleaved` (rounds in which every side
+runs once, and the sequential comparison), `top_k` (a search's best re-measured against its
+baseline), and `timings_file` (timings read from a file; `ciq-tune validate`). See
+docs/validation.md.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from ciq_tune.validation.interleaved import RoundCounter
 from ciq_tune.validation.interleaved import Timer
 from ciq_tune.validation.interleaved import measure_interleaved
 from ciq_tune.validation.interleaved import validate
+from ciq_tune.validation.interleaved import validate_each
 from ciq_tune.validation.settings import KEPT
 from ciq_tune.validation.settings import REJECTED
 from ciq_tune.validation.settings import VALIDATION_DEFAULTS
@@ -46,6 +48,7 @@ __all__ = [
     "measure_interleaved",
     "median_ci",
     "validate",
+    "validate_each",
     "validate_search",
     "validate_top_k",
 ]

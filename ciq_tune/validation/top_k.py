@@ -14,7 +14,7 @@ from pydantic import Field
 
 from ciq_tune.errors import MeasurementError
 from ciq_tune.validation.interleaved import Timer
-from ciq_tune.validation.interleaved import validate
+from ciq_tune.validation.interleaved import validate_each
 from ciq_tune.validation.settings import REJECTED
 from ciq_tune.validation.settings import ValidationConfig
 from ciq_tune.validation.statistics import ValidationResult
@@ -141,7 +141,8 @@ def validate_top_k(
     """Re-measure the `k` best candidates of a finished search, each against the baseline.
 
     A search's best values are optimistic (the winner of many noisy measurements is partly
-    the luckiest), so each candidate is measured afresh. With `k` tests the chance that at
+    the luckiest), so each candidate is measured afresh, all in shared interleaved rounds with
+    the baseline (`validate_each`). With `k` tests the chance that at
     least one noise-only candidate passes grows up to `k` times, so the Bonferroni correction
     is applied: alpha / k and a (1 - (1 - confidence) / k) interval per candidate.
 
@@ -161,23 +162,21 @@ def validate_top_k(
     best = results.best(k)
     if not best:
         raise MeasurementError("`results` has no successful evaluation to validate")
-    corrected = config.corrected(len(best))
+    measured = validate_each(
+        baseline, [runner_for(record) for record in best], config=config.corrected(len(best))
+    )
     out = []
-    for rank, record in enumerate(best, start=1):
-        result, error = None, None
-        try:
-            result = validate(baseline, runner_for(record), config=corrected)
-        except MeasurementError as exc:
-            # One candidate that fails on re-measurement is not shipped; the others still count.
-            error = str(exc)
+    for rank, (record, result) in enumerate(zip(best, measured, strict=True), start=1):
+        # One candidate that fails on re-measurement is not shipped; the others still count.
+        error = result if isinstance(result, MeasurementError) else None
         out.append(
             CandidateValidation(
                 rank=rank,
                 candidate_id=record.candidate_id,
                 config=record.config,
                 search_values=dict(record.values or {}),
-                result=result,
-                error=error,
+                result=None if isinstance(result, MeasurementError) else result,
+                error=None if error is None else str(error),
             )
         )
     return out

@@ -62,12 +62,13 @@ def test_ships_the_fastest_kept_candidate_not_the_luckiest() -> None:
     assert [c.kept for c in out.candidates] == [False, True, True]
     assert out.winner is not None and out.winner.candidate_id == 3
     assert "candidate 3 (search rank 3) KEPT" in out.reason
-    # Interleaved: per candidate 5 warm-up rounds, then looks after 10, 20, … 50 timed rounds.
-    # The 8 % speedup is decided at an early look; the candidate that is no faster takes all 50.
+    # Shared rounds: 5 warm-up rounds of the baseline and the 3 candidates, then looks after
+    # 10, 20, … 50 timed rounds. The 8 % speedup is decided at an early look and leaves; the
+    # candidate that is no faster takes all 50, and the baseline runs once per round.
     rounds = [c.result.baseline.n for c in out.candidates if c.result]
     assert rounds[0] == 50 and rounds[2] < 50 and all(n % 10 == 0 for n in rounds)
-    assert len(calls) == 2 * sum(5 + n for n in rounds)
-    assert calls[:4] == [0, 1, 0, 1]
+    assert len(calls) == 4 * 5 + max(rounds) + sum(rounds)
+    assert calls[:8] == [0, 1, 2, 3] * 2
 
 
 def test_none_kept_ships_the_baseline() -> None:

@@ -22,6 +22,7 @@ from ciq_tune.validation import compare_samples
 from ciq_tune.validation import load_timings
 from ciq_tune.validation import measure_interleaved
 from ciq_tune.validation import validate
+from ciq_tune.validation import validate_each
 from ciq_tune.validation import validate_top_k
 
 # Relative spread of repeated H100 measurements of a Triton matmul (docs/validation.md).
@@ -211,11 +212,78 @@ def test_interleaving_order_and_warmup() -> None:
 
         return run
 
-    b, c = measure_interleaved(side("A"), side("B"), warmup=2, repetitions=3)
+    b, c = measure_interleaved([side("A"), side("B")], warmup=2, repetitions=3)
     # warm-up AB AB, then timed rounds whose order flips: AB, BA, AB
     assert "".join(calls) == "ABAB" + "AB" + "BA" + "AB"
     assert b == [5.0, 8.0, 9.0]  # the warm-up calls (1–4) are not kept
     assert c == [6.0, 7.0, 10.0]
+
+
+def test_three_sides_rotate_within_rounds() -> None:
+    calls: list[str] = []
+
+    def side(name: str) -> Callable[[], float]:
+        return lambda: float(calls.append(name) or len(calls))
+
+    measure_interleaved([side("A"), side("B"), side("C")], warmup=0, repetitions=3)
+    assert "".join(calls) == "ABC" + "BCA" + "CAB"
+
+
+def test_candidates_share_the_baseline_rounds_and_leave_once_decided() -> None:
+    rng = np.random.default_rng(7)
+    calls = {"base": 0, "fast": 0, "same": 0}
+
+    def counted(name: str, ms: float) -> Callable[[], float]:
+        run = timer(rng, ms)
+
+        def round_() -> float:
+            calls[name] += 1
+            return run()
+
+        return round_
+
+    config = ValidationConfig(warmup=2).corrected(2)
+    fast, same = validate_each(
+        counted("base", 0.2), [counted("fast", 0.2 / 1.5), counted("same", 0.2)], config=config
+    )
+    assert not isinstance(fast, MeasurementError) and not isinstance(same, MeasurementError)
+    # A 1.5x speedup decides at the first look (10 rounds); the noise-only candidate runs on,
+    # and the baseline runs once per round, not once per candidate.
+    assert fast.kept and fast.candidate.n == 10
+    assert not same.kept and same.candidate.n > 10
+    assert calls["fast"] == 2 + 10
+    assert calls["base"] == calls["same"] == 2 + same.candidate.n
+    assert same.baseline.n == same.candidate.n
+
+
+def test_a_failing_candidate_leaves_the_others_measured() -> None:
+    rng = np.random.default_rng(3)
+    tries = {"n": 0}
+
+    def breaks_on_third_round() -> float:
+        tries["n"] += 1
+        if tries["n"] == 3:
+            raise MeasurementError("wrong result at round 3")
+        return 0.1
+
+    broken, fast = validate_each(
+        timer(rng, 0.2), [breaks_on_third_round, timer(rng, 0.1)], config=ValidationConfig()
+    )
+    assert isinstance(broken, MeasurementError) and "round 3" in str(broken)
+    assert tries["n"] == 3  # not called again once it failed
+    assert not isinstance(fast, MeasurementError) and fast.kept
+    with pytest.raises(MeasurementError, match="round 3"):
+        tries["n"] = 0
+        validate(timer(rng, 0.2), breaks_on_third_round)
+
+
+def test_a_failing_baseline_fails_every_candidate() -> None:
+    def broken() -> float:
+        raise MeasurementError("baseline crashed")
+
+    rng = np.random.default_rng(4)
+    out = validate_each(broken, [timer(rng, 0.1), timer(rng, 0.2)])
+    assert [str(e) for e in out] == ["baseline crashed", "baseline crashed"]
 
 
 def test_interleaving_cancels_drift_that_fools_a_sequential_measurement() -> None:
