@@ -91,7 +91,7 @@ def test_only_the_back_to_back_protocol_shortens_the_warmup():
     # re-measurements and in-trial searches always warm up in full
     assert DEFAULT_PROTOCOL.warmup_after(1.0) == DEFAULT_PROTOCOL.warmup_ms == 100.0
     assert DEFAULT_PROTOCOL.warmup_after(1.0, graph=True) == 100.0
-    assert BACK_TO_BACK_PROTOCOL.warmup_after(1.0) == 10.0
+    assert BACK_TO_BACK_PROTOCOL.warmup_after(1.0) == 2.0
     assert BACK_TO_BACK_PROTOCOL.warmup_after(None) == 100.0
     # a micro-second kernel's graph replays, right after a round: 1 ms; after idling: in full
     assert BACK_TO_BACK_PROTOCOL.warmup_after(1.0, graph=True) == 1.0
