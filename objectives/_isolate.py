@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -314,14 +315,33 @@ class IsolatedWorker:
 
     def close(self) -> None:
         """Stop the worker (killing it with its process group) and release its pipes."""
+        proc = self._kill()
+        if proc is not None:
+            proc.wait()
+
+    def _kill(self) -> subprocess.Popen[bytes] | None:
+        """Release the pipes and kill the worker's process group; the process to reap."""
         proc, self._proc = self._proc, None
         for conn in (self._send, self._recv):
             if conn is not None:
                 conn.close()
         self._send = self._recv = None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+        if proc is None or proc.poll() is not None:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        return proc
+
+
+def close_workers(workers: Iterable[IsolatedWorker]) -> None:
+    """Stop `workers` together: every one killed before any is waited for, so that their
+    teardowns (a GPU context's among them) overlap instead of adding up."""
+    _reap([w._kill() for w in workers])
+
+
+def _reap(procs: Iterable[subprocess.Popen[bytes] | None]) -> None:
+    for proc in procs:
+        if proc is not None:
             proc.wait()
 
 
@@ -428,15 +448,16 @@ def close_idle() -> None:
     """Stop this process's idle workers (a finished search's): the next task starts anew."""
     with _POOL_LOCK:
         idle = [w for workers in _IDLE.values() for w in workers]
+    procs = []
     for worker in idle:
         with worker._lock:  # one still starting finishes its start first
-            worker.close()
+            procs.append(worker._kill())
+    _reap(procs)
 
 
 @atexit.register
 def _close_all() -> None:
-    for worker in _ALL:
-        worker.close()
+    close_workers(_ALL)
 
 
 def call_pickled(payload: Mapping[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from objectives._gpu import visible_gpus
+from objectives._isolate import close_workers
 from objectives._stages import BenchmarkRequest
 from objectives._stages import benchmark_worker
 
@@ -118,5 +119,4 @@ class GpuWorkers:
     def close(self) -> None:
         """Stop the workers (after their warm-ups end)."""
         self.wait_warm()
-        for worker in self._workers:
-            worker.close()
+        close_workers(self._workers)
