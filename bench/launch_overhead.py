@@ -1,13 +1,21 @@
 """Host time ciq-tune adds to a Triton launch: `ciq_tune.runtime.tuned` and `ciq_tune.capture`.
 
     python -m bench.launch_overhead --launches 20000
+    python3 -m bench.launch_overhead --gpu          # on a GPU: a real kernel, Triton's launch
 
 Both wrap ``kernel[grid](*args)``; what they add is Python on the host, before Triton's own
-launch (~9 µs on an H200). Measured here without a GPU on a kernel whose launch does nothing
-(a `KernelInterface` whose ``run`` returns at once), so that only the wrapper is timed: a plain
+launch (~9 µs on an H200). Without ``--gpu``, measured on a kernel whose launch does nothing (a
+`KernelInterface` whose ``run`` returns at once), so that only the wrapper is timed: a plain
 launch of it, the same through ``@tuned(file)`` (arguments bound, sizes read off the tensors,
 the configuration of their size key from its cache) and inside ``capture`` (a launch of an
 already recorded signature). Prints microseconds per launch, the median of 5 repetitions.
+
+With ``--gpu``, the kernel is a real RMS norm (`rms_norm_jit`) at one row of 4096, so that the
+host, not the GPU, sets the pace: its plain launch with the tuned configuration's arguments
+written out against ``@tuned(file)``, timed in alternation (21 × 1,000 launches each, the GPU
+drained between them, `bench.shipped_kernels.host_us_per_launch`), so that the difference is
+what the decorator adds to Triton's own launch; then the functions where each spends its host
+time (cProfile).
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import triton
+import triton.language as tl
 from triton.runtime.jit import KernelInterface
 
 
@@ -39,7 +49,21 @@ def rms_norm_forward(Y_ptr, Y_row_stride, X_ptr, X_row_stride, W_ptr, n_cols, ep
     """The signature of a shipped RMS norm (tests/objectives/data/rms_norm_shipped.py)."""
 
 
-def _controls_file(folder: Path) -> Path:
+@triton.jit
+def rms_norm_jit(  # type: ignore[no-untyped-def]
+    Y_ptr, Y_row_stride, X_ptr, X_row_stride, W_ptr, n_cols, eps, BLOCK_SIZE: tl.constexpr
+):
+    """`rms_norm_forward`'s kernel: y[row] = x[row] / sqrt(mean(x[row]²) + eps) · w."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(Y_ptr + row * Y_row_stride + cols, x * rstd * w, mask=mask)
+
+
+def _controls_file(folder: Path, rows: int = 4096) -> Path:
     from ciq_tune.controls import controls_file as cf
     from ciq_tune.controls import detect_triton
     from ciq_tune.controls.matrix import Matrix
@@ -48,10 +72,10 @@ def _controls_file(folder: Path) -> Path:
     from ciq_tune.controls.matrix import ShapeResult
 
     entry = MatrixEntry(
-        key={"M": 4096, "N": 4096},
+        key={"M": rows, "N": 4096},
         params={"BLOCK_SIZE": 4096},
         controls={"triton": {"num_warps": 8}},
-        shapes=[ShapeResult(sizes={"M": 4096, "N": 4096}, baseline=2.0, best=1.0)],
+        shapes=[ShapeResult(sizes={"M": rows, "N": 4096}, baseline=2.0, best=1.0)],
     )
     record = cf.build(
         kernel=cf.KernelInfo(
@@ -63,7 +87,7 @@ def _controls_file(folder: Path) -> Path:
         benchmark=cf.Benchmark(
             metric="time_ms",
             mode="min",
-            sizes={"M": 4096, "N": 4096},
+            sizes={"M": rows, "N": 4096},
             dims={"X_ptr": ["M", "N"], "W_ptr": ["N"], "Y_ptr": ["M", "N"]},
             arguments={"Y_row_stride": "N", "X_row_stride": "N", "n_cols": "N"},
         ),
@@ -88,10 +112,50 @@ def per_launch_us(launch: Callable[[], Any], launches: int) -> float:
     return statistics.median(runs)
 
 
+def on_gpu(folder: Path) -> int:
+    """`--gpu`: the real kernel's plain launch against `@tuned`, then where each spends."""
+    import cProfile
+    import pstats
+
+    import torch
+
+    import ciq_tune.runtime
+    from bench.shipped_kernels import host_us_per_launch
+
+    x = torch.randn(1, 4096, device="cuda")
+    w, y = torch.randn(4096, device="cuda"), torch.empty_like(x)
+    call = (y, y.stride(0), x, x.stride(0), w, 4096, 1e-6)
+    tuned = ciq_tune.runtime.tuned(_controls_file(folder, rows=1))(rms_norm_jit)
+    launches = {
+        "plain": lambda: rms_norm_jit[(1,)](*call, BLOCK_SIZE=4096, num_warps=8),
+        "tuned": lambda: tuned[(1,)](*call),
+    }
+    for launch in launches.values():
+        launch()  # compiled and cached before anything is timed
+    us = host_us_per_launch(launches["plain"], launches["tuned"])
+    print("| launch (real kernel, GPU) | µs per launch (host), median | added µs, median paired |")
+    print("|---|---|---|")
+    print(f"| plain `kernel[grid](…)` | {us['plain']:.2f} | 0 |")
+    print(f"| `@tuned(file)` | {us['tuned']:.2f} | {us['added']:.2f} |")
+    for name, launch in launches.items():
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(5000):
+            launch()
+        profile.disable()
+        print(f"\n{name}, 5,000 launches under cProfile:")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(8)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=20000)
+    parser.add_argument("--gpu", action="store_true", help="a real kernel on a GPU")
     args = parser.parse_args(argv)
+    if args.gpu:
+        with tempfile.TemporaryDirectory() as folder:
+            return on_gpu(Path(folder))
     import torch
 
     import ciq_tune
