@@ -21,6 +21,7 @@ another GPU architecture or under another Triton version is refused unless
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -94,7 +95,7 @@ class TunedLaunch:
         self._plans: dict[tuple[Any, ...], tuple[dict[str, Any], bool]] = {}
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        return lambda *args, **kwargs: self.run(grid, *args, **kwargs)
+        return functools.partial(self.run, grid)
 
     def run(self, grid: Any, *args: Any, **kwargs: Any) -> Any:
         """Launch on `grid` (a tuple, or a function of the launch's named arguments, as for a
@@ -115,7 +116,8 @@ class TunedLaunch:
         key = []
         for position, name, is_tensor in self._deciding:
             value = args[position] if position < len(args) else kwargs.get(name)
-            key.append(tuple(value.shape) if is_tensor and value is not None else value)
+            # A tensor's shape (torch.Size) is a tuple: hashed and compared as one.
+            key.append(value.shape if is_tensor and value is not None else value)
         return tuple(key)
 
     def _plan(
