@@ -333,15 +333,14 @@ class Engine:
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any], *, space: SearchSpace | None = None) -> Engine:
-        """Rebuild an engine from `get_state()` output (of any registered strategy)."""
-        from ciq_tune.engine import STRATEGIES
-
+        """Rebuild an engine from `get_state()` output (of any strategy whose module is
+        imported: `ciq_tune.engine` imports them all)."""
         if state.get("schema") != STATE_SCHEMA:
             raise StateError(
                 f"engine state has schema {state.get('schema')!r}; this version reads "
                 f"{STATE_SCHEMA}"
             )
-        strategy = STRATEGIES.get(state.get("strategy", ""))
+        strategy = _strategies().get(state.get("strategy", ""))
         if strategy is None:
             raise StateError(f"engine state names unknown strategy {state.get('strategy')!r}")
         engine = strategy(
@@ -680,3 +679,15 @@ def _objectives(objectives: Sequence[Objective | str]) -> list[Objective]:
     if len(set(names)) != len(names):
         raise EngineError(f"objective names must be unique, got {names}")
     return parsed
+
+
+def _strategies() -> dict[str, type[Engine]]:
+    """Every subclass of `Engine` that names its strategy (`Engine.name`), by that name."""
+    found: dict[str, type[Engine]] = {}
+    stack = [Engine]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            if "name" in vars(sub):
+                found.setdefault(sub.name, sub)
+            stack.append(sub)
+    return found
