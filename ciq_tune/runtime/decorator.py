@@ -31,6 +31,7 @@ from typing import Any
 from ciq_tune.errors import ControlsFileError
 from ciq_tune.runtime.triton_kernel import KernelEntry
 from ciq_tune.runtime.triton_kernel import unwrap
+from ciq_tune.runtime.tuned_file import load
 
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
 
@@ -47,8 +48,6 @@ def tuned(path: str | Path, *, allow_mismatch: bool = False) -> Callable[[Any], 
         ControlsFileError: the file is unreadable, does not verify, or (at the first launch)
             was tuned for another GPU architecture or Triton version.
     """
-    from ciq_tune.runtime import load
-
     kernel = load(path)
 
     def decorate(fn: Any) -> TunedLaunch:
