@@ -16,7 +16,7 @@ import yaml
 
 from ciq_tune.cli import COMMANDS
 from ciq_tune.cli import main
-from ciq_tune.cli.tune import write_outputs
+from ciq_tune.cli._outputs import write_outputs
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
@@ -289,7 +289,7 @@ def test_tune_validates_a_timed_ptx_metric_through_ray(ray_cluster: None, tmp_pa
 
 
 def test_a_cuda_search_without_a_gpu_is_refused_before_it_starts() -> None:
-    from ciq_tune.cli.tune import require_gpu_for_cuda
+    from ciq_tune.cli._run import require_gpu_for_cuda
     from ciq_tune.errors import CiqTuneError
 
     with pytest.raises(CiqTuneError, match="kind 'cuda' launches its kernel on a CUDA GPU"):
@@ -299,7 +299,7 @@ def test_a_cuda_search_without_a_gpu_is_refused_before_it_starts() -> None:
 
 
 def test_failure_summary_counts_each_status_and_keeps_its_first_cause() -> None:
-    from ciq_tune.cli.tune import failure_summary
+    from ciq_tune.cli._outputs import failure_summary
 
     def record(status: str, error: str) -> Any:
         return SimpleNamespace(status=status, info={"error": error})
@@ -365,7 +365,7 @@ def test_verify_without_a_gpu_is_an_error_not_a_traceback(
 
 
 def test_tune_prints_metrics_to_five_significant_digits() -> None:
-    from ciq_tune.cli.tune import _short
+    from ciq_tune.cli._outputs import _short
 
     assert _short(0.18612345678901) == "0.18612" and _short(2052) == "2052"
     assert _short(None) == "None"

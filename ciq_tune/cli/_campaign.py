@@ -6,7 +6,7 @@ import argparse
 
 from ciq_tune.cli._interrupt import graceful_interrupt
 from ciq_tune.cli._interrupt import report_kept
-from ciq_tune.cli.tune import ray_init
+from ciq_tune.cli._run import ray_init
 from ciq_tune.errors import CiqTuneError
 
 

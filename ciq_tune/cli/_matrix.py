@@ -9,15 +9,15 @@ from typing import Any
 
 from ciq_tune.cli._interrupt import graceful_interrupt
 from ciq_tune.cli._interrupt import report_kept
-from ciq_tune.cli.tune import SEARCH_STATE
-from ciq_tune.cli.tune import VALIDATE_TOP
-from ciq_tune.cli.tune import benchmark_pool
-from ciq_tune.cli.tune import place_trials
-from ciq_tune.cli.tune import print_local_throughput
-from ciq_tune.cli.tune import ray_init
-from ciq_tune.cli.tune import relative_path
-from ciq_tune.cli.tune import search_budget
-from ciq_tune.cli.tune import write_run_settings
+from ciq_tune.cli._outputs import relative_path
+from ciq_tune.cli._run import SEARCH_STATE
+from ciq_tune.cli._run import VALIDATE_TOP
+from ciq_tune.cli._run import benchmark_pool
+from ciq_tune.cli._run import place_trials
+from ciq_tune.cli._run import print_local_throughput
+from ciq_tune.cli._run import ray_init
+from ciq_tune.cli._run import search_budget
+from ciq_tune.cli._run import write_run_settings
 
 if TYPE_CHECKING:
     from ray import tune

@@ -11,14 +11,14 @@ from typing import Any
 from ciq_tune.cli._interrupt import graceful_interrupt
 from ciq_tune.cli._interrupt import report_interrupted
 from ciq_tune.cli._interrupt import write_evaluations
-from ciq_tune.cli.tune import progress_callbacks
-from ciq_tune.cli.tune import ray_init
-from ciq_tune.cli.tune import require_gpu_for_cuda
-from ciq_tune.cli.tune import validate_best
-from ciq_tune.cli.tune import validation_config
-from ciq_tune.cli.tune import with_vendor_files
-from ciq_tune.cli.tune import write_outputs
-from ciq_tune.cli.tune import write_run_settings
+from ciq_tune.cli._outputs import write_outputs
+from ciq_tune.cli._run import progress_callbacks
+from ciq_tune.cli._run import ray_init
+from ciq_tune.cli._run import require_gpu_for_cuda
+from ciq_tune.cli._run import validate_best
+from ciq_tune.cli._run import validation_config
+from ciq_tune.cli._run import with_vendor_files
+from ciq_tune.cli._run import write_run_settings
 from ciq_tune.errors import CiqTuneError
 
 if TYPE_CHECKING:

@@ -251,7 +251,7 @@ def test_tune_writes_and_prints_the_reset_parameters(
     import numpy as np
     import yaml
 
-    from ciq_tune.cli.tune import write_outputs
+    from ciq_tune.cli._outputs import write_outputs
     from ciq_tune.controls.simplify import validate_and_simplify
     from ciq_tune.results import EvaluationRecord
     from ciq_tune.results import Objective

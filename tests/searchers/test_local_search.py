@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import ciq_tune.space as ss
-from ciq_tune.cli.tune import default_budget
+from ciq_tune.cli._run import default_budget
 from objectives import load_description
 from objectives.matrix import descent_shapes
 from searchers.local_search import config_key
