@@ -18,8 +18,86 @@ import math
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Protocol
+
+if TYPE_CHECKING:
+    import torch
+
+# What a random input may be drawn as (`random_tensor`).
+INIT_KINDS = ("randn", "rand", "randint", "ones")
+
+
+def random_tensor(
+    shape: Sequence[int],
+    dtype: torch.dtype,
+    init: str,
+    *,
+    generator: torch.Generator,
+    device: str,
+) -> torch.Tensor:
+    """Draw a fresh random tensor (never zeros, which hide unwritten outputs and run faster).
+
+    Args:
+        shape: Tensor shape.
+        dtype: Element type.
+        init: ``"randn"`` (standard normal), ``"rand"`` (uniform on [-1, 1)), ``"randint"``
+            (integers in [-8, 8), bools for ``torch.bool``; also what integer types get for
+            ``"randn"`` and ``"rand"``) or ``"ones"`` (for masks).
+        generator: Random generator; the tensor is drawn on its device (a CUDA generator
+            draws a 4096² matrix in microseconds, a CPU one in tens of milliseconds) and then
+            moved to `device`. The same seed gives the same data on the same kind of device.
+        device: Target device (``"cuda"``, ``"cpu"``).
+
+    Returns:
+        The tensor on `device`.
+
+    Raises:
+        ValueError: If `init` is not one of `INIT_KINDS`.
+    """
+    import torch
+
+    shape = tuple(int(s) for s in shape)
+    if init not in INIT_KINDS:
+        raise ValueError(f"`init` must be one of {INIT_KINDS}, got init={init!r}")
+    # Truncating normal draws to integers would give mostly zeros: integers always use randint.
+    if init in ("randn", "rand") and not dtype.is_floating_point:
+        init = "randint"
+    where = generator.device
+    if init == "randn":
+        t = torch.randn(shape, generator=generator, dtype=torch.float32, device=where)
+    elif init == "rand":
+        t = torch.rand(shape, generator=generator, dtype=torch.float32, device=where) * 2 - 1
+    elif init == "randint":
+        if dtype == torch.bool:
+            t = torch.randint(0, 2, shape, generator=generator, dtype=torch.int64, device=where)
+        else:
+            t = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int64, device=where)
+            if not dtype.is_signed:
+                t = t.abs()
+    else:
+        t = torch.ones(shape, dtype=torch.float32, device=where)
+    return t.to(dtype=dtype).to(device)
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill `t` in place with a value a correct kernel never leaves behind.
+
+    NaN for floating types; for integers, the type's maximum (inputs come from
+    `random_tensor`, whose integers are small). Returns `t`.
+    """
+    import torch
+
+    if t.dtype.is_floating_point:
+        t.fill_(math.nan)
+    elif t.dtype == torch.bool:
+        # bool has no sentinel; True marks every element that the kernel must overwrite.
+        t.fill_(True)
+    else:
+        t.fill_(torch.iinfo(t.dtype).max)
+    return t
+
 
 # Packages a reference or alternative expression's array library may import while it runs:
 # CuPy's compiled routines import their submodules lazily through the *calling* frame's
@@ -126,7 +204,7 @@ class ArrayLibrary(Protocol):
     def random_array(
         self, shape: Sequence[int], dtype: str, init: str, *, generator: Any, device: str
     ) -> Any:
-        """A fresh random array (never zeros); `init` as in `objectives._bench.random_tensor`."""
+        """A fresh random array (never zeros); `init` as in `random_tensor`."""
         ...
 
     def as_strided(self, array: Any, shape: Sequence[int], strides: Sequence[int]) -> Any:
@@ -260,8 +338,6 @@ class TorchArrays:
     def random_array(
         self, shape: Sequence[int], dtype: str, init: str, *, generator: Any, device: str
     ) -> Any:
-        from objectives._bench.inputs import random_tensor
-
         return random_tensor(shape, self._dtype(dtype), init, generator=generator, device=device)
 
     def as_strided(self, array: Any, shape: Sequence[int], strides: Sequence[int]) -> Any:
@@ -270,8 +346,6 @@ class TorchArrays:
         return torch.as_strided(array, tuple(shape), tuple(strides))
 
     def poison_(self, array: Any) -> Any:
-        from objectives._bench.inputs import poison_
-
         return poison_(array)
 
     def reference_names(self) -> dict[str, Any]:
@@ -392,8 +466,6 @@ class CupyArrays:
     def random_array(
         self, shape: Sequence[int], dtype: str, init: str, *, generator: Any, device: str
     ) -> Any:
-        from objectives._bench.inputs import INIT_KINDS
-
         cupy = self.xp
         self._on_gpu(device)
         shape = tuple(int(s) for s in shape)

@@ -8,14 +8,12 @@ import os
 import time
 from collections.abc import Callable
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from ciq_tune.runtime.triton_kernel import KernelEntry
 from objectives import _trainable
 from objectives._bench import check_and_time
 from objectives._bench import split_config
-from objectives._bench.inputs import copy_laid_out
 from objectives._stages import Benchmarker
 from objectives.description import KernelDescription
 from objectives.matrix import compile_key
@@ -26,7 +24,6 @@ from objectives.protocol import BACK_TO_BACK_PROTOCOL
 from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.protocol import MeasurementProtocol
 from objectives.triton_entry import kernel_entry
-from objectives.triton_entry import load_module
 
 TARGET = "objectives.triton:evaluate"
 # Name of the control catalog whose rendering gives Triton's compile-option keyword arguments.
@@ -88,49 +85,6 @@ def _prepare(
     grid = desc.launch({**params})["grid"]
     # Sizes go by name: a description's key order is not part of its meaning.
     return entry, grid, {**desc.launch_arguments(), **desc.scalars, **params, **options}
-
-
-def shipped_outputs(desc: KernelDescription, tensors: Mapping[str, Any]) -> list[Any]:
-    """The outputs of the kernel launched as its project ships it (``reference: shipped``):
-    the entry as its source defines it, its own `@triton.heuristics` choosing (and its
-    `@triton.autotune`'s first configuration, `_launch_once`), on copies of `tensors`, with the
-    description's arguments and scalars and its grid at the parameters the shipped launch
-    chose (the defaults where it chose none)."""
-    from objectives import make_search_space
-
-    space = make_search_space(desc)
-    defaults = space.decode(space.default_genes()).get("params", {})
-    entry = kernel_entry(str(desc.source), str(desc.entry))
-    shipped = getattr(load_module(str(desc.source)), str(desc.entry))
-    copies = {name: copy_laid_out(tensor) for name, tensor in tensors.items()}
-    # Bound as the search binds, without the heuristics: the shipped launch runs its own.
-    args, named = replace(entry, heuristics=()).bind(
-        copies, {**desc.launch_arguments(), **desc.scalars}
-    )
-
-    def grid(meta: Mapping[str, Any]) -> tuple[int, ...]:
-        # The shipped autotuner's own choice of a parameter the grid depends on.
-        return desc.launch({**defaults, **{k: meta[k] for k in defaults if k in meta}})["grid"]
-
-    _launch_once(shipped, grid, args, named)
-    return [copies[name] for name in desc.outputs]
-
-
-def _launch_once(shipped: Any, grid: Any, args: list[Any], named: dict[str, Any]) -> None:
-    """Launch the shipped kernel once. Under its own `@triton.autotune` of several
-    configurations it runs the first, as Triton runs a one-configuration autotuner (its
-    ``pre_hook`` first): every configuration computes the same outputs, and timing them all at
-    each shape in every worker costs seconds of GPU time."""
-    from triton.runtime.autotuner import Autotuner
-
-    if not isinstance(shipped, Autotuner) or len(shipped.configs) < 2:
-        shipped[grid](*args, **named)
-        return
-    config = shipped.configs[0]
-    chosen = config.all_kwargs()
-    if config.pre_hook is not None:
-        config.pre_hook({**dict(zip(shipped.arg_names, args, strict=False)), **named, **chosen})
-    shipped.fn[grid](*args, **named, **chosen)
 
 
 # `triton.Config` launch options a description may search, as params or Triton controls.

@@ -8,23 +8,17 @@ from objectives._bench.checking import CheckResult
 from objectives._bench.checking import compare
 from objectives._bench.configs import split_config
 from objectives._bench.harness import check_and_time
-from objectives._bench.inputs import INIT_KINDS
 from objectives._bench.inputs import TIMING_SEED
 from objectives._bench.inputs import make_inputs
-from objectives._bench.inputs import poison_
-from objectives._bench.inputs import random_tensor
 from objectives._bench.inputs import reference_outputs
 from objectives._bench.inputs import timing_sets
 
 __all__ = [
-    "INIT_KINDS",
     "TIMING_SEED",
     "CheckResult",
     "check_and_time",
     "compare",
     "make_inputs",
-    "poison_",
-    "random_tensor",
     "reference_outputs",
     "split_config",
     "timing_sets",

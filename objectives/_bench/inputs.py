@@ -9,7 +9,6 @@ import math
 import sys
 from collections import OrderedDict
 from collections.abc import Mapping
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -21,84 +20,11 @@ from objectives.protocol import DEFAULT_PROTOCOL
 from objectives.protocol import MeasurementProtocol
 
 if TYPE_CHECKING:
-    import torch
-
     from objectives.description import KernelDescription
 
-INIT_KINDS = ("randn", "rand", "randint", "ones")
 # Seed of the timing input sets: every candidate is timed on the same data (a kernel's power
 # draw, hence its clock, depends on the bit patterns), while each check draws fresh inputs.
 TIMING_SEED = 20_240_601
-
-
-def random_tensor(
-    shape: Sequence[int],
-    dtype: torch.dtype,
-    init: str,
-    *,
-    generator: torch.Generator,
-    device: str,
-) -> torch.Tensor:
-    """Draw a fresh random tensor (never zeros, which hide unwritten outputs and run faster).
-
-    Args:
-        shape: Tensor shape.
-        dtype: Element type.
-        init: ``"randn"`` (standard normal), ``"rand"`` (uniform on [-1, 1)), ``"randint"``
-            (integers in [-8, 8), bools for ``torch.bool``; also what integer types get for
-            ``"randn"`` and ``"rand"``) or ``"ones"`` (for masks).
-        generator: Random generator; the tensor is drawn on its device (a CUDA generator
-            draws a 4096² matrix in microseconds, a CPU one in tens of milliseconds) and then
-            moved to `device`. The same seed gives the same data on the same kind of device.
-        device: Target device (``"cuda"``, ``"cpu"``).
-
-    Returns:
-        The tensor on `device`.
-
-    Raises:
-        ValueError: If `init` is not one of `INIT_KINDS`.
-    """
-    import torch
-
-    shape = tuple(int(s) for s in shape)
-    if init not in INIT_KINDS:
-        raise ValueError(f"`init` must be one of {INIT_KINDS}, got init={init!r}")
-    # Truncating normal draws to integers would give mostly zeros: integers always use randint.
-    if init in ("randn", "rand") and not dtype.is_floating_point:
-        init = "randint"
-    where = generator.device
-    if init == "randn":
-        t = torch.randn(shape, generator=generator, dtype=torch.float32, device=where)
-    elif init == "rand":
-        t = torch.rand(shape, generator=generator, dtype=torch.float32, device=where) * 2 - 1
-    elif init == "randint":
-        if dtype == torch.bool:
-            t = torch.randint(0, 2, shape, generator=generator, dtype=torch.int64, device=where)
-        else:
-            t = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int64, device=where)
-            if not dtype.is_signed:
-                t = t.abs()
-    else:
-        t = torch.ones(shape, dtype=torch.float32, device=where)
-    return t.to(dtype=dtype).to(device)
-
-
-def poison_(t: torch.Tensor) -> torch.Tensor:
-    """Fill `t` in place with a value a correct kernel never leaves behind.
-
-    NaN for floating types; for integers, the type's maximum (inputs come from
-    `random_tensor`, whose integers are small). Returns `t`.
-    """
-    import torch
-
-    if t.dtype.is_floating_point:
-        t.fill_(math.nan)
-    elif t.dtype == torch.bool:
-        # bool has no sentinel; True marks every element that the kernel must overwrite.
-        t.fill_(True)
-    else:
-        t.fill_(torch.iinfo(t.dtype).max)
-    return t
 
 
 def make_inputs(
@@ -125,25 +51,12 @@ def make_inputs(
     return tensors
 
 
-def copy_laid_out(tensor: torch.Tensor) -> torch.Tensor:
-    """A copy of `tensor` with its strides (a view of a buffer, `InputSpec.strides`, is copied
-    with its buffer; `clone` would make a broadcast or sliced input contiguous)."""
-    import torch
-
-    base = tensor._base
-    if base is None:
-        return tensor.clone()
-    return torch.as_strided(
-        base.clone(), tuple(tensor.shape), tuple(tensor.stride()), tensor.storage_offset()
-    )
-
-
 def reference_outputs(
     desc: KernelDescription, tensors: Mapping[str, Any], arrays: ArrayLibrary = TORCH
 ) -> list[Any]:
     """Evaluate the description's reference on the non-output inputs, one tensor per output.
 
-    ``shipped`` launches the kernel as its project ships it (`objectives.triton.shipped_outputs`).
+    ``shipped`` launches the kernel as its project ships it (`objectives.shipped.shipped_outputs`).
     A ``"module:function"`` reference (the module is looked up next to the kernel source) is
     called with the non-output inputs as keyword arguments; any other text is a Python
     expression over those inputs, the `sizes`, the `scalars`, ``math`` and the array library
@@ -155,7 +68,7 @@ def reference_outputs(
     if desc.reference is None:
         raise ValueError(f"kernel {desc.name!r} has no `reference`; it cannot be checked")
     if desc.reference == SHIPPED:
-        from objectives.triton import shipped_outputs
+        from objectives.shipped import shipped_outputs
 
         return shipped_outputs(desc, tensors)
     args = {k: v for k, v in tensors.items() if k not in desc.outputs}

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from objectives._arrays import poison_
+from objectives._arrays import random_tensor
 from objectives._bench import compare
-from objectives._bench import poison_
-from objectives._bench import random_tensor
 from objectives.protocol import summarize
 from objectives.protocol import time_cuda
 from objectives.protocol import time_host
