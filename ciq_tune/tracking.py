@@ -344,8 +344,9 @@ class MlflowWriter:
         if process is not None and process.poll() is None:
             # The search only waits from here on: at niceness 19 on a node that other work
             # keeps busy, the writer's session got ~10 ms of CPU per 10 s and this wait lasted
-            # tens of minutes (docs/benchmarks.md, sessions 33 and 35). The process keeps its
-            # own niceness (an unprivileged one cannot lower it), alone in its session.
+            # tens of minutes (docs/benchmarks.md, "MLflow tracking's cost to the demo"). The
+            # process keeps its own niceness (an unprivileged one cannot lower it), alone in its
+            # session.
             set_session_niceness(process.pid, 0)
         if process is not None and process.stdin is not None and not process.stdin.closed:
             with contextlib.suppress(BrokenPipeError):

@@ -239,9 +239,11 @@ class _Progress(tune.Callback):
 class StoppingPoll:
     """Whether the campaign is being stopped (`ProgressBoard.stopping`), without blocking the
     Tune loop that asks: each call takes the answer to the previous query if it has arrived
-    (False until then) and sends the next. A blocking query waited 68 s for the board under
-    load, Tune's loop with it, so a search's time limit stopped nothing and the campaign
-    cancelled the search, whose trials' placement groups then held every CPU (session 18)."""
+    (False until then) and sends the next. A blocking query can wait for the board under load
+    (68 s measured), Tune's loop with it, so a search's time limit stops nothing and the
+    campaign cancels the search, whose trials' placement groups then hold every CPU
+    (docs/benchmarks.md, "a campaign's stop poll blocked Tune's loop past a search's time
+    limit")."""
 
     def __init__(self, progress: Any) -> None:
         self._progress = progress

@@ -79,22 +79,24 @@ class EngineConfig(BaseModel):
 
 
 # The GA family's breeding, chosen on battery seeds 100-199 (budgets 25/50) and 100-139
-# (multi_basin, 100-800), checked on seeds 10-29 (docs/benchmarks.md, "Session 6");
-# `progress_tolerance` and `compound_immigrants` chosen on seeds 100-199 (25-200;
-# multi_basin and conditional 25-400), checked on seeds 10-49 (docs/benchmarks.md, "Session
-# 8"); `first_design_size` and `local_after` on seeds 100-199 (25-200), checked on seeds
-# 10-49 (docs/benchmarks.md, "Session 10"): after a first design of 16, pattern moves from
-# the second bred generation (cells behind random search per block of 20 seeds, 25-200:
-# ga 3.0 with 2, 2.6 with 1; nsga2 at 25/50: 5.4 with 0, 3.8 with 1, 4.2 with 2).
-# `restart_share`, `restart_sigma` and `immigrant_share` 0.75 (was 0.5) on seeds 100-199
+# (multi_basin, 100-800), checked on seeds 10-29; `progress_tolerance` and
+# `compound_immigrants` chosen on seeds 100-199 (25-200; multi_basin and conditional 25-400),
+# checked on seeds 10-49; `first_design_size` and `local_after` on seeds 100-199 (25-200),
+# checked on seeds 10-49: after a first design of 16, pattern moves from the second bred
+# generation (cells behind random search per block of 20 seeds, 25-200: ga 3.0 with 2, 2.6
+# with 1; nsga2 at 25/50: 5.4 with 0, 3.8 with 1, 4.2 with 2).
+# `restart_share`, `restart_sigma` and `immigrant_share` 0.75 (against 0.5) on seeds 100-199
 # (multi_basin entered by 200 evaluations; every problem 25-200), checked on seeds 10-49 at
-# 25-400 (docs/benchmarks.md, "Session 10: the GA family on several basins").
-# `progress_tolerance` 0.05 of the values' spread (was 0.01 of the value) with the neighbour
-# poll of short parameters only, on seeds 100-199 and 200-299 (25-200; docs/benchmarks.md,
-# "Session 26"): seeds at the optimum within 200, of 1500 per set, ga 913 -> 1225 and
-# 905 -> 1221, nsga2 742 -> 946 and 740 -> 969.
-# `preselection_draws` 1 (was 0; 0.5 measured) on seeds 100-199 (12 wide problems, 25-200),
-# checked on seeds 1000-1499 at 25 and 50 (docs/benchmarks.md, "Session 34").
+# 25-400 (docs/benchmarks.md, "the GA family on several basins").
+# `progress_tolerance` 0.05 of the values' spread (against 0.01 of the value) with the
+# neighbour poll of short parameters only, on seeds 100-199 and 200-299 (25-200): seeds at the
+# optimum within 200, of 1500 per set, ga 913 -> 1225 and 905 -> 1221, nsga2 742 -> 946 and
+# 740 -> 969 (docs/benchmarks.md, "the GA family measures progress against the values'
+# spread").
+# `preselection_draws` 1 (against 0 and 0.5) on seeds 100-199 (12 wide problems, 25-200),
+# checked on seeds 1000-1499 at 25 and 50 (docs/benchmarks.md, "the GA family's pre-selected
+# pool gets uniform draws").
+# The measurements: docs/benchmarks.md, "Search quality: synthetic battery and replays".
 GENETIC_DEFAULTS: dict[str, Any] = {
     "initial_sampling": "sobol",
     "preselection": 4,
@@ -124,7 +126,8 @@ class GeneticConfig(EngineConfig):
             pre-selection, every bred child is evaluated).
         preselected_generations: the bred generations that are pre-selected (the first
             ones, None for all). Later ones are bred as they come: all pre-selected, more
-            seeds reach the optimum but more sit behind random search (battery, session 19).
+            seeds reach the optimum but more sit behind random search (battery;
+            docs/benchmarks.md, "the GA family pre-selects its children").
         preselection_draws: uniform random configurations added to a pre-selected pool, per
             bred child in it, in a space with a wide parameter (0: bred children only).
         immigrate_after: generations without a new best after which immigrants join each

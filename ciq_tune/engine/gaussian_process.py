@@ -11,11 +11,12 @@ Length scales: one for every coordinate, chosen from `LENGTH_SCALES` by the marg
 likelihood with the fixed noise `NOISE`, or one per coordinate (`per_coordinate`), fitted by
 L-BFGS to the marginal likelihood together with the noise variance, under a log-normal prior
 that keeps the scales near a parameter's whole range unless the evaluations say otherwise:
-fitted freely to 10-50 evaluations, per-coordinate scales chase noise (session 7); under the
-prior they rank the replay choosing set better than one scale (docs/benchmarks.md, session 17).
-The fitted noise is as small as the values allow: replayed timings repeat exactly, and a fixed
-0.05 (standard deviation 0.22 of the values' spread) blurred the few per cent that separate the
-configurations near the optimum (kt_rtx GEMM, session 18).
+fitted freely to 10-50 evaluations, per-coordinate scales chase noise; under the prior they
+rank the replay choosing set better than one scale (docs/benchmarks.md, "the process fits one
+length scale per parameter"). The fitted noise is as small as the values allow: replayed
+timings repeat exactly, and a fixed 0.05 (standard deviation 0.22 of the values' spread) blurs
+the few per cent that separate the configurations near the optimum (kt_rtx GEMM;
+docs/benchmarks.md, "the process fits its noise").
 
 `ListedProcess` is the same process over every row of a listed space, kept from one generation
 to the next (its factor and its covariances with the rows grown by a row per evaluation): the
@@ -39,14 +40,15 @@ from scipy.special import ndtr
 
 # Length scales tried, in unit coordinates (a parameter's whole range is 1), and the noise
 # variance of the standardised values (kernel timings are noisy; a failure's stand-in value is
-# no measurement). Chosen together on the replay choosing set, seeds 0-4 (docs/benchmarks.md,
-# session 12): mean ln of evaluations to 95 % 4.177 with 0.1-0.8 and noise 0.001, 4.008 with
-# 0.3-2, 3.897 with 0.3-2 and noise 0.05.
+# no measurement). Chosen together on the replay choosing set, seeds 0-4: mean ln of
+# evaluations to 95 % 4.177 with 0.1-0.8 and noise 0.001, 4.008 with 0.3-2, 3.897 with 0.3-2
+# and noise 0.05 (docs/benchmarks.md, "a Gaussian-process ranking for listed short-list
+# spaces").
 LENGTH_SCALES = (0.3, 0.5, 0.8, 1.2, 2.0)
 NOISE = 0.05
 # Per-coordinate scales: the prior's weight on (ln scale)^2 around 1, their bounds, and the
-# L-BFGS steps of a fit (session 12's scratch values, kept in session 17); the bounds of the
-# noise variance fitted with them, and its starting value, `NOISE`.
+# L-BFGS steps of a fit (set by hand, not tuned); the bounds of the noise variance fitted with
+# them, and its starting value, `NOISE`.
 SCALE_PRIOR_WEIGHT = 0.5
 SCALE_BOUNDS = (0.05, 10.0)
 NOISE_BOUNDS = (1e-4, 0.5)

@@ -1,49 +1,49 @@
 """Breeding of the GA family: offspring pre-selected by a Gaussian process, immigrants after
 stagnation.
 
-Pre-selection (Emmerich et al., "Metamodel-assisted evolution strategies", PPSN 2002, and
-IEEE TEC 2006, who screen with a Gaussian random field's expected improvement; Jin, "A
-comprehensive survey of fitness approximation in evolutionary computation", Soft Computing
-2005): each generation breeds `preselection` x `pool_size` children by the strategy's own
-selection, crossover, mutation and pattern moves, and evaluates `pool_size` of them, picked
-one at a time by expected improvement under a Gaussian process of the successful evaluations
+Pre-selection (Emmerich et al., "Metamodel-assisted evolution strategies", PPSN 2002, and IEEE
+TEC 2006, who screen with a Gaussian random field's expected improvement; Jin, "A comprehensive
+survey of fitness approximation in evolutionary computation", Soft Computing 2005): each
+generation breeds `preselection` x `pool_size` children by the strategy's own selection,
+crossover, mutation and pattern moves, and evaluates `pool_size` of them, picked one at a time
+by expected improvement under a Gaussian process of the successful evaluations
 (`engine/gaussian_process.py`, the `screened` strategy's: per-parameter length scales, fitted
-noise; log values where positive; with several objectives the sum of each scaled to its
-spread), times the child's chance to succeed (Parzen densities of the successes and the
-failures, `engine/parzen.py`); each pick joins the process at its predicted value (the kriging
-believer), so a generation's picks spread. The density ratio l(x)/g(x) of the best quarter to
-the rest, which this replaced (session 19), picked near-copies of the first design's best
-points: nsga2's first bred children gained what random draws gain (battery `powers_of_two`,
-seeds 100-199, median regret at 25 evaluations 18 -> 11 with the process, random search 19.8;
-cells behind random search per block of 20 seeds, 12 problems x 25-200 evaluations: nsga2 2.4
--> 0.8, ga 1.0 -> 0.6; docs/benchmarks.md). A failure is no value for the process: at the
-worst value it would put a cliff next to an optimum at a failing region's edge (battery
-`failures`, nsga2 seeds at the optimum within 200: 28 of 100 so, 39 without; the chance of
-success only breaks near-ties of expected improvement: 39 with it too, worst seed at 200 45
--> 26). Only the first `preselected_generations` (4) bred generations are pre-selected. With the
-density ratio it was 2: later its kernels were wider than the converged population, so it
-favoured children away from the crowd over better ones (a 1000 x 1000 bowl stalled from 100 to
-800 evaluations). The process has no such blind spot: pre-selecting 4 generations took nsga2's
-cells behind random search per block (seeds 100-199, to 200) 0.8 -> 0.2 and its seeds at the
-optimum 578 -> 704 (ga 0.6 -> 0.4, 771 -> 847); all of them, 0.4 and 731 (`multi_basin` @200
-median 3.52 -> 4.72, random search 5.01), and a process fitted to every evaluation of a long
-search costs what `screened` spends on its refits. The first `local_after` bred generations are
-recombined only, without pattern moves: around a first design's best point, the ratio
-preferred short steps from it over recombinations of the design, which cover more (median
-regret of ga at 25 evaluations on the battery's continuous space: 1.65 with the moves, 1.22
-without, random search 1.47). The survival (fitness, or NSGA-II/III's) is untouched.
+noise; log values where positive; with several objectives the sum of each scaled to its spread),
+times the child's chance to succeed (Parzen densities of the successes and the failures,
+`engine/parzen.py`); each pick joins the process at its predicted value (the kriging believer),
+so a generation's picks spread. The density ratio l(x)/g(x) of the best quarter to the rest, as
+the pre-selection, picks near-copies of the first design's best points: nsga2's first bred
+children gained what random draws gain (battery `powers_of_two`, seeds 100-199, median regret at
+25 evaluations 18 with the ratio, 11 with the process, random search 19.8; cells behind random
+search per block of 20 seeds, 12 problems x 25-200 evaluations: nsga2 2.4 -> 0.8, ga 1.0 -> 0.6;
+docs/benchmarks.md, "the GA family pre-selects its children by the Gaussian process"). A failure
+is no value for the process: at the worst value it would put a cliff next to an optimum at a
+failing region's edge (battery `failures`, nsga2 seeds at the optimum within 200: 28 of 100 so,
+39 without; the chance of success only breaks near-ties of expected improvement: 39 with it too,
+worst seed at 200 45 -> 26). Only the first `preselected_generations` (4) bred generations are
+pre-selected. A density ratio could pre-select only 2: later its kernels are wider than the
+converged population, so it favours children away from the crowd over better ones (a 1000 x 1000
+bowl stalled from 100 to 800 evaluations). The process has no such blind spot: 4 generations
+rather than 2 take nsga2's cells behind random search per block (seeds 100-199, to 200) 0.8 ->
+0.2 and its seeds at the optimum 578 -> 704 (ga 0.6 -> 0.4, 771 -> 847); all of them, 0.4 and
+731 (`multi_basin` @200 median 3.52 -> 4.72, random search 5.01), and a process fitted to every
+evaluation of a long search costs what `screened` spends on its refits. The first `local_after`
+bred generations are recombined only, without pattern moves: around a first design's best point,
+the ratio preferred short steps from it over recombinations of the design, which cover more
+(median regret of ga at 25 evaluations on the battery's continuous space: 1.65 with the moves,
+1.22 without, random search 1.47). The survival (fitness, or NSGA-II/III's) is untouched.
 
 Uniform draws in the pool: in a space with a wide parameter the pre-selected pool also holds
 `preselection_draws` uniform random configurations per bred child, as `screened`'s drawn pool
-does (session 32). Bred children recombine the first design's values, so a branch or basin
-that design missed was found only by chance; the process picks a draw where its uncertainty
-outweighs the children's predicted gain (battery, 12 wide problems, seeds 100-199: worst seed
-at 100 evaluations on `conditional` ga 4.02 -> 0.64, nsga2 4.2 -> 1.0; seeds at the optimum
-within 200, of 1200, ga 926 -> 941, nsga2 714 -> 744; fewer on `failures`, ga 95 -> 79, and
-`continuous_valley`, 54 -> 46, whose optima need the children's local refinement. Half a
-draw per child reached the optimum within 200 more often, 953 and 749, but left larger worst
-seeds at 50-100 evaluations; checked on seeds 1000-1499 at 25 and 50 evaluations;
-docs/benchmarks.md, session 34).
+does. Bred children recombine the first design's values, so a branch or basin that design missed
+was found only by chance; the process picks a draw where its uncertainty outweighs the
+children's predicted gain (battery, 12 wide problems, seeds 100-199: worst seed at 100
+evaluations on `conditional` ga 4.02 -> 0.64, nsga2 4.2 -> 1.0; seeds at the optimum within 200,
+of 1200, ga 926 -> 941, nsga2 714 -> 744; fewer on `failures`, ga 95 -> 79, and
+`continuous_valley`, 54 -> 46, whose optima need the children's local refinement. Half a draw
+per child reached the optimum within 200 more often, 953 and 749, but left larger worst seeds at
+50-100 evaluations; checked on seeds 1000-1499 at 25 and 50 evaluations; docs/benchmarks.md,
+"the GA family's pre-selected pool gets uniform draws").
 
 Immigrants (Grefenstette's random immigrants, 1992; a partial restart from stagnation):
 after `immigrate_after` generations without progress (no evaluation better than every earlier
@@ -56,15 +56,16 @@ before bred.
 A search settled in a wide basin so keeps sampling the space where a narrow, deeper one may
 hide, at nearly random search's rate once it has settled for long.
 
-The spread, not the value: measured against the value, a gain depended on the objective's
-offset (`conditional`'s values start at 20, where 1 % is 0.2; `continuous_basins`' widest
-floor is 1, where it is 0.01, so creeping along it counted as progress and `ga`'s median at
-100 evaluations sat on that floor, behind random search's). With 0.05 of the spread a wide
-bowl still improving by a few per cent of its value counted as stagnating, and its neighbour
-poll then crept (below); with both changes (battery, 15 problems, seeds 100-199 and 200-299,
-25-200): seeds at the optimum within 200, of 1500 per set, ga 913 -> 1225 and 905 -> 1221,
-nsga2 742 -> 946 and 740 -> 969; `ga` behind random search in no median and in one worst
-seed, at 25 evaluations (docs/benchmarks.md, session 26).
+The spread, not the value: measured against the value, a gain depends on the objective's offset
+(`conditional`'s values start at 20, where 1 % is 0.2; `continuous_basins`' widest floor is 1,
+where it is 0.01, so creeping along it counts as progress and `ga`'s median at 100 evaluations
+sat on that floor, behind random search's). With 0.05 of the spread a wide bowl still improving
+by a few per cent of its value counts as stagnating, and a neighbour poll of its wide parameters
+would crawl (below). The spread with the poll of short parameters only, against 0.01 of the
+value with every parameter polled (battery, 15 problems, seeds 100-199 and 200-299, 25-200):
+seeds at the optimum within 200, of 1500 per set, ga 913 -> 1225 and 905 -> 1221, nsga2 742 ->
+946 and 740 -> 969; `ga` behind random search in no median and in one worst seed, at 25
+evaluations (docs/benchmarks.md, "the GA family measures progress against the values' spread").
 
 Neighbour poll (the poll step of pattern search, Hooke & Jeeves 1961, on stagnation): with
 `poll_neighbours`, a stagnating generation first proposes the configurations one short
@@ -89,7 +90,7 @@ pairs of parameters together, the only way along a constraint's diagonal boundar
 nsga2 18 -> 3). Polled before the neighbours, its gains of over 1 % kept generations from
 counting as stagnating, and on `multi_basin` fewer seeds entered the global basin by 200
 evaluations (of seeds 100-199: ga 63 -> 48, nsga2 51 -> 37; after the neighbours 61, 52).
-Short-list spaces are bred as before.
+Short-list spaces are not polished.
 
 Restarts (multi-level single linkage, `engine/multistart.py`, as in `screened`): in a space with
 a wide parameter, a stagnating generation then spends `restart_share` of the rest on local

@@ -22,15 +22,17 @@ from ciq_tune.results import EvaluationRecord
 # Immigrants after one bred generation without progress (ga: two of 16): with two of 24, a
 # stalled search looked elsewhere only from its 89th evaluation, and on the battery's three
 # continuous basins its median at 100 sat on the widest floor (0.993 and 1.0, random search
-# 0.955 and 0.999; with one: 0.731 and 0.664). Seeds at the optimum within 200, of 1500:
-# 946 -> 985 (seeds 100-199) and 969 -> 1009 (200-299), at the cost of slower medians at 50-100
-# on the wide bowls (`half_step` found 80 -> 63, 86 -> 69; docs/benchmarks.md, session 27).
+# 0.955 and 0.999; with one: 0.731 and 0.664). Seeds at the optimum within 200, of 1500, with
+# two -> one: 946 -> 985 (seeds 100-199) and 969 -> 1009 (200-299), at the cost of slower
+# medians at 50-100 on the wide bowls (`half_step` found 80 -> 63, 86 -> 69; docs/benchmarks.md,
+# "NSGA-II/III immigrate after one generation").
 # Immigrants are half of what the first stagnating generation's polls leave, not three quarters
 # (then 0.75, 0.875, ... compounding): in evaluations, between `ga`'s three quarters of 16 after
 # 32 without progress and three quarters of 24 after 24. Seeds at the optimum within 200, of
 # 1500: 985 -> 1002 (seeds 100-199, chosen on), 1009 -> 1028 and 1003 -> 1010 (200-299,
 # 300-399); medians at 100 better on 6 / 5 problems of 15, worse on 1 / 2 (`half_step` found
-# 69 -> 83, 71 -> 83; `conditional` 88 -> 78, 86 -> 81; docs/benchmarks.md, session 29).
+# 69 -> 83, 71 -> 83; `conditional` 88 -> 78, 86 -> 81; docs/benchmarks.md, "NSGA-II/III's
+# first stagnating generation is half immigrants").
 NSGA2_DEFAULTS: dict[str, Any] = {
     **GENETIC_DEFAULTS,
     "pool_size": 24,

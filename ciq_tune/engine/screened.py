@@ -1,99 +1,44 @@
-"""Screened search, the default for one objective: many cheap proposals, a density-ratio
-model picks the few that are evaluated.
+"""Screened search, the default for one objective: many cheap proposals, a model picks the few
+that are evaluated (the measurements behind the defaults: docs/benchmarks.md, "Search
+quality: synthetic battery and replays").
 
-Each generation draws `screen_factor` x `pool_size` feasible, never-proposed candidates from
-three sources: pattern-search moves around the elite at random scales (`PatternMove`: coarse
-and fine steps for ordered values), uniform-crossover children of the population, and uniform
-random configurations. It evaluates the `pool_size` with the highest ratio l(x)/g(x), where l
-and g are Parzen densities (`engine/parzen.py`) over the good evaluations (the best `gamma`
-share, at most `max_good`) and all the others, failures included, so that failed regions score
-low (tree-structured Parzen estimator, Bergstra et al., NeurIPS 2011, eqs. 2-4; the ratio as a
-classifier of "good or not" over pattern moves follows Helion's `LFBOTreeSearch`, after Song
-et al., ICML 2022, "A general recipe for likelihood-free Bayesian optimization").
+Ranking. Where the feasible configurations can be listed (`ranking` "auto": short lists only,
+at most `MAX_LISTED`, not started from an earlier search's best), the screened part of a
+generation is the never-proposed listed configurations of highest expected improvement under a
+Gaussian process (`engine/gaussian_process.py`: per-parameter length scales under a prior,
+fitted noise), the whole listed space ranked as in Kernel Tuner (Willemsen et al., PMBS 2021),
+each pick believed at its predicted value before the next; the last `local_picks` change at
+most `LOCAL_CHANGES` parameters of the best, whose neighbours differ by a few per cent.
+Elsewhere a generation draws `screen_factor` x `pool_size` feasible, never-proposed candidates
+(pattern moves around the elite, crossover children, uniform draws) and keeps those of highest
+ratio l(x)/g(x) of Parzen densities (`engine/parzen.py`) over the good evaluations (the best
+`gamma` share, at most `max_good`) and all others, failures included (tree-structured Parzen
+estimator, Bergstra et al., NeurIPS 2011, eqs. 2-4; the ratio as a classifier of "good or not"
+over pattern moves follows Helion's `LFBOTreeSearch`, after Song et al., ICML 2022, "A general
+recipe for likelihood-free Bayesian optimization"). With a wide parameter (more than
+`genetic.WIDE_VALUES` values, or continuous), the first `process_picks_until` evaluations pick
+the drawn candidates by expected improvement times the chance to succeed instead (the GA
+family's pre-selection, `engine/genetic.py`): a few evaluations make the ratio's "good" density
+peak right beside them, while the process interpolates and extrapolates their slopes.
 
-In a space with a wide parameter (more than `genetic.WIDE_VALUES` values, or continuous), a
-`polish_share` of each generation polishes the best configuration by compass search, unscreened
-(`engine/coordinate_search.py`: one step size per parameter, doubled after a move along it
-found a new best, halved once both of its moves were tried without one). The model's kernels
-are as wide as a share of the range (they generalise across a wide range), so it cannot tell
-one step from the next near the optimum; the per-parameter steps do (a 1000-value range is
-resolved to one step in about seven halvings).
-
-A space with a wide parameter starts from a larger first design, `wide_initial_points`
-(16) points of a scrambled Sobol' sequence, whose rows that break the constraints are replaced
-by maximin draws (a Sobol' row replaced by a uniform feasible draw lands anywhere in a small
-feasible region, often next to another): the polish and the model commit to the basin of the
-first design's best point, and four points leave whole basins unseen (the battery's ten wide
-spaces, seeds 100-199 as five blocks of 20: the worst seed at 25 evaluations trails random
-search's in 9 of the 50 blocks with four points, 5 with eight, 2 with 16; with 32 the medians
-at 25 trail).
-
-Until `process_picks_until` (100) evaluations, the screened part of a generation in such a
-space is not picked by the density ratio but by expected improvement under a Gaussian process
-of the evaluations, times the chance to succeed (the GA family's pre-selection,
-`engine/genetic.py`, over this strategy's drawn candidates), each pick joining the process at
-its predicted value before the next. With 16 to 100 points the ratio's "good" density is a
-handful of points, and its highest ratio lies right beside them (session 25 kept a gap from
-them for that); the process interpolates between the evaluations and extrapolates their
-slopes. On the battery's twelve wide spaces, seeds 1000-1499 (never used to choose), 20-seed
-blocks whose worst seed or median at 25 evaluations trails random search's: 16 of 600 -> 2;
-medians at 25 `conditional` 2.89 -> 1.04, `constrained` 40 -> 4, `int_wide` 2620 -> 1490;
-the worst seed of `continuous_mixed` 31.9 -> 19.2 (random search 39.6). Until 100 rather
-than 32 evaluations (twice the design): seeds 100-199 at the optimum within 200, 1143 -> 1150
-of 1200 (the ratio: 1141; docs/benchmarks.md, session 32).
+First designs: a listed space starts from `listed_initial_points` configurations, each the one
+farthest from those before it (greedy maximin); a space with a wide parameter from
+`wide_initial_points` scrambled Sobol' points, infeasible rows replaced by maximin draws.
 
 After `explore_after` generations without a new best, a binomial `explore_share` of each
-generation is evaluated unscreened: the model only passes candidates near the basin it
-believes in, and only unscreened evaluations can find another one (restart from stagnation).
-In a space with a wide parameter the share is `wide_explore_share` and each such candidate is
-the farthest of `MAXIMIN_DRAWS` uniform draws from everything proposed (maximin): the polishing
-settles in the basin it started in, and a maximin design covers the plane faster than
-uniform draws, which cluster. Once the compass search has used up its poll around the best
-(every coordinate and corner neighbour at the finest steps proposed), there is nothing left to
-polish and the model only passes candidates in the same basin, so a `converged_explore_share`
-of each generation explores, maximin-drawn, until a new best moves the compass search (on the
-battery's four-basin space the poll is used up after ~90 evaluations, while stagnation would
-wait 8 more generations).
-
-Exploring alone finds a narrow basin only by landing low enough to beat the best; an explored
-point that merely falls into its slope is news too. So, in a space with a wide parameter, the
-exploring part of a generation first serves a local descent (`engine/multistart.py`, multi-
-level single linkage): from an explored configuration lower than everything within the
-critical distance, a coarse compass search of its own, which takes over the polish once it
-beats the best and hands back to exploring when it is used up or runs into a known lower
-point. This starts once the poll around the best is used up, or earlier, once the polish only
-creeps (no improvement by `settle_progress` of the values' spread for `settle_after`
-evaluations): then the half of each generation that is not polishing restarts instead of
-being screened (on the four-basin space the best reaches 5.01 of the local 5.0 by ~35
-evaluations and creeps to 5.000 until ~100).
-
-In a space of short lists whose feasible configurations can be listed (`ranking`, "auto": no
-wide parameter, at most `MAX_LISTED`, not started from an earlier search's best, where the
-ratio's moves around them got there sooner), the screened part of a generation is instead every
-never-proposed feasible configuration ranked by the expected improvement of a Gaussian process
-(`engine/gaussian_process.py`): session 7's oracle showed the drawn pool holds the good
-configurations and the ratio does not pick them. Chosen on the replay choosing set (seeds
-0-39: mean ln of evaluations to 95 % 4.083 -> 4.008) and checked on kt_rtx (30 seeds: to 95 %
-convolution 31.5 -> 27, GEMM 60 -> 61.5; docs/benchmarks.md, session 12).
-Such a search starts from `listed_initial_points` (6) listed configurations, each the
-farthest from those before it (a greedy maximin design over the listed space): a Latin
-hypercube's rows that break the constraints are replaced by uniform feasible draws, which
-cluster where the constraints leave the most room, and the process extrapolates from them
-(choosing set, seeds 0-19: mean ln 3.995 -> 3.855; kt_rtx, 30 seeds: to 95 % convolution
-27 -> 16.5, GEMM 61.5 -> 62.5; docs/benchmarks.md, session 16). The process fits one length
-scale per parameter (`length_scales`) under a prior that keeps each near the parameter's whole
-range: with one shared scale, parameters that hardly matter (a GEMM's MDIMA / NDIMB) blur the
-distances along those that do (choosing set, seeds 0-19: mean ln 3.855 -> 3.710; kt_rtx, 30
-seeds: GEMM 62.5 -> 47, convolution 16.5 -> 23; docs/benchmarks.md, session 17). With those
-scales a 6-point design beats 10 (choosing set, seeds 0-19 / 20-39: mean ln 3.710 / 3.746 ->
-3.623 / 3.573; spaces of 106-396 configurations cut from it: evaluations to 95 % 0.347 -> 0.320
-of random search's, geometric mean; kt_rtx with both: GEMM 53, convolution 21.5; session 17).
-The noise is fitted with the scales, and the last of each generation's picks (`local_picks`)
-is the highest expected improvement among configurations that change at most two parameters
-of the best: near the optimum the process cannot resolve the few per cent between neighbours,
-and over the whole space the picks went to configurations that change many parameters at once
-(choosing set, seeds 0-39: mean ln 3.598 -> 3.552; kt_rtx, 30 seeds: GEMM 53 -> 43,
-convolution 21.5 -> 21.5; session 18).
+generation is unscreened, since the model only passes candidates near the basin it believes in.
+With a wide parameter, a generation also holds compass polls around the best (`polish_share`,
+unscreened, `engine/coordinate_search.py`), whose per-parameter steps resolve what the model's
+wide kernels cannot; the exploring share is `wide_explore_share`, each point the farthest of
+`MAXIMIN_DRAWS` uniform draws from everything proposed (maximin), and `converged_explore_share`
+once the poll is used up, when explored points also seed MLSL-style descents
+(`engine/multistart.py`, multi-level single linkage: a coarse compass search from a point lower
+than everything within the critical distance, which takes over the polish once it beats the
+best). Settling: once the polish only creeps (no gain of `settle_progress` of the values'
+spread for `settle_after` evaluations), the part of a generation that is not polishing restarts
+(descends or explores) instead of being screened. The polish, the descents and the fitted
+length scales and noise are kept in the engine's state (`_strategy_state`), so a resumed search
+goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -295,7 +240,7 @@ class ScreenedGA(GA):
         return self._parzen
 
     def _strategy_state(self) -> dict[str, Any]:
-        # The restarts' "descent" and "descended" beside the compass, as saved before.
+        # The restarts' "descent" and "descended" sit beside the compass, at the top level.
         scales = getattr(self, "_scales", None)
         return {
             "compass": self._compass_search().state(),
@@ -314,7 +259,7 @@ class ScreenedGA(GA):
         scales = state.get("fitted_length_scales")
         self._scales = None if scales is None else np.array(scales)
         self._scales_at = int(state.get("fitted_length_scales_at", 0))
-        self._noise = state.get("fitted_noise") or NOISE  # saved before session 18: the fixed one
+        self._noise = state.get("fitted_noise") or NOISE  # a state without one: the fixed one
 
     def _first_generation(self) -> list[Candidate]:
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
@@ -422,8 +367,9 @@ class ScreenedGA(GA):
             return False
         if config.ranking == "auto" and any(o == "transfer" for _, o in self._warm_start):
             # From an earlier search's best, the ratio's pattern moves around them got there
-            # sooner (kt_rtx GEMM, 30 seeds: 36 evaluations to 95 % vs 46.5; session 12;
-            # transfer's choosing set, convolution_milo: 87.5 vs over 250; session 13).
+            # sooner (kt_rtx GEMM, 30 seeds: 36 evaluations to 95 % vs 46.5; transfer's
+            # choosing set, convolution_milo: 87.5 vs over 250; docs/benchmarks.md, "a
+            # Gaussian-process ranking for listed short-list spaces" and "the transfer rule").
             return False
         if getattr(self, "_listed", None) is None:
             self._listed = self._list_space(config.ranking == "auto")
@@ -535,12 +481,12 @@ class ScreenedGA(GA):
         believed: list[Candidate],
         picked: list[tuple[np.ndarray, int, int | None]],
     ) -> GaussianProcess:
-        """The `GaussianProcess` of the evaluations and the candidates out, rebuilt as it was
-        before `ListedProcess` and taken through the picks so far (`picked`: the rows ranked,
-        the pick among them, its row if it was proposed): where the highest expected
-        improvement is a tie within rounding (two configurations one unordered value apart and
-        equally far from every evaluation), the pick is `GaussianProcess`'s, whose rounding
-        broke it before, so that the search proposes what it did."""
+        """The `GaussianProcess` of the evaluations and the candidates out, rebuilt from them
+        and taken through the picks so far (`picked`: the rows ranked, the pick among them, its
+        row if it was proposed): where the highest expected improvement is a tie within
+        rounding (two configurations one unordered value apart and equally far from every
+        evaluation), the pick is `GaussianProcess`'s, so that the search proposes what a
+        process rebuilt for each pick would, whatever `ListedProcess`'s rounding."""
         config: ScreenedGAConfig = self.config  # type: ignore[assignment]
         fitted = [*ok, *failed]
         X = self._process_features([r.genes for r in fitted], [r.key for r in fitted])
