@@ -344,7 +344,7 @@ class MlflowWriter:
         if process is not None and process.poll() is None:
             # The search only waits from here on: at niceness 19 on a node that other work
             # keeps busy, the writer's session got ~10 ms of CPU per 10 s and this wait lasted
-            # tens of minutes (docs/benchmarks.md, "MLflow tracking's cost to the demo"). The
+            # tens of minutes (docs/benchmarks.md, "Throughput and campaigns"). The
             # process keeps its own niceness (an unprivileged one cannot lower it), alone in its
             # session.
             set_session_niceness(process.pid, 0)

@@ -242,8 +242,7 @@ class StoppingPoll:
     (False until then) and sends the next. A blocking query can wait for the board under load
     (68 s measured), Tune's loop with it, so a search's time limit stops nothing and the
     campaign cancels the search, whose trials' placement groups then hold every CPU
-    (docs/benchmarks.md, "a campaign's stop poll blocked Tune's loop past a search's time
-    limit")."""
+    (docs/benchmarks.md, "Reliability and the test suite")."""
 
     def __init__(self, progress: Any) -> None:
         self._progress = progress

@@ -314,7 +314,8 @@ class Search:
                     max_concurrent_trials=num_workers
                     or max(int(ray.cluster_resources().get("CPU", 1)), 1),
                     # One Ray worker per slot, not per evaluation: starting one costs ~2 s of
-                    # CPU, more than a typical objective call (docs/benchmarks.md, "Test suite").
+                    # CPU, more than a typical objective call (docs/benchmarks.md,
+                    # "Reliability and the test suite").
                     reuse_actors=True,
                 ),
                 run_config=tune.RunConfig(

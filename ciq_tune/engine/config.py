@@ -87,16 +87,14 @@ class EngineConfig(BaseModel):
 # with 1; nsga2 at 25/50: 5.4 with 0, 3.8 with 1, 4.2 with 2).
 # `restart_share`, `restart_sigma` and `immigrant_share` 0.75 (against 0.5) on seeds 100-199
 # (multi_basin entered by 200 evaluations; every problem 25-200), checked on seeds 10-49 at
-# 25-400 (docs/benchmarks.md, "the GA family on several basins").
+# 25-400 (docs/benchmarks.md, "Synthetic battery").
 # `progress_tolerance` 0.05 of the values' spread (against 0.01 of the value) with the
 # neighbour poll of short parameters only, on seeds 100-199 and 200-299 (25-200): seeds at the
 # optimum within 200, of 1500 per set, ga 913 -> 1225 and 905 -> 1221, nsga2 742 -> 946 and
-# 740 -> 969 (docs/benchmarks.md, "the GA family measures progress against the values'
-# spread").
+# 740 -> 969 (docs/benchmarks.md, "Synthetic battery").
 # `preselection_draws` 1 (against 0 and 0.5) on seeds 100-199 (12 wide problems, 25-200),
-# checked on seeds 1000-1499 at 25 and 50 (docs/benchmarks.md, "the GA family's pre-selected
-# pool gets uniform draws").
-# The measurements: docs/benchmarks.md, "Search quality: synthetic battery and replays".
+# checked on seeds 1000-1499 at 25 and 50 (docs/benchmarks.md, "Synthetic battery").
+# The measurements: docs/benchmarks.md, "Synthetic battery".
 GENETIC_DEFAULTS: dict[str, Any] = {
     "initial_sampling": "sobol",
     "preselection": 4,
@@ -127,7 +125,7 @@ class GeneticConfig(EngineConfig):
         preselected_generations: the bred generations that are pre-selected (the first
             ones, None for all). Later ones are bred as they come: all pre-selected, more
             seeds reach the optimum but more sit behind random search (battery;
-            docs/benchmarks.md, "the GA family pre-selects its children").
+            docs/benchmarks.md, "Synthetic battery").
         preselection_draws: uniform random configurations added to a pre-selected pool, per
             bred child in it, in a space with a wide parameter (0: bred children only).
         immigrate_after: generations without a new best after which immigrants join each

@@ -13,8 +13,7 @@ vertex of the parabola through the three (never more than half; Brent 1973, ch. 
 the next move towards it lands on it: on a wide range that curves like a parabola the poll
 reaches the optimum in one contraction instead of one halving per bit (the battery's
 `int_wide`, seeds 100-199: median regret at 50 evaluations 287 with halving only, 69 with the
-parabola; docs/benchmarks.md, "a compass step whose two moves failed contracts to the vertex of
-their parabola").
+parabola; docs/benchmarks.md, "Synthetic battery").
 
 Once every poll point at the finest steps has been tried, the best is a local optimum of the
 coordinate moves; the search then moves pairs of parameters together (the corners), and once
@@ -35,8 +34,7 @@ steps, its parameters are resolved and their coordinate moves are not polled: th
 the other parameters and, once those are used up, converges, instead of halving each continuous
 step some 13 times, two polls a halving, down to its finest (the battery's `continuous_basins`,
 seeds 100-199: the global optimum within 200 evaluations in 91 of 100 seeds, 21 with those
-moves polled, the exploration starting sooner; docs/benchmarks.md, "continuous values the
-quadratic model resolves are not polled").
+moves polled, the exploration starting sooner; docs/benchmarks.md, "Synthetic battery").
 
 Proposals are checked against everything proposed before (`is_new`), so the search never
 repeats an evaluation and, in a steady-state engine, does not poll a point that is still out.

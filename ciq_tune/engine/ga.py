@@ -29,8 +29,8 @@ GA_DEFAULTS: dict[str, Any] = {
     # Half the family's MLSL factor (8), as `screened`: a critical distance 2^(-1/n) as long
     # in n unit coordinates, so a point that fell into a narrow basin starts a descent although
     # a lower point lies a little farther off (battery `multi_basin`, seeds 0-399: the global
-    # basin within 200 evaluations in 0.71 of seeds, 0.62 with 8; docs/benchmarks.md, "`ga`
-    # starts its descents at half the family's critical-distance factor").
+    # basin within 200 evaluations in 0.71 of seeds, 0.62 with 8; docs/benchmarks.md,
+    # "Synthetic battery").
     "restart_sigma": 4.0,
     "local_share": 0.5,
     "steady_state": False,

@@ -12,11 +12,10 @@ likelihood with the fixed noise `NOISE`, or one per coordinate (`per_coordinate`
 L-BFGS to the marginal likelihood together with the noise variance, under a log-normal prior
 that keeps the scales near a parameter's whole range unless the evaluations say otherwise:
 fitted freely to 10-50 evaluations, per-coordinate scales chase noise; under the prior they
-rank the replay choosing set better than one scale (docs/benchmarks.md, "the process fits one
-length scale per parameter"). The fitted noise is as small as the values allow: replayed
-timings repeat exactly, and a fixed 0.05 (standard deviation 0.22 of the values' spread) blurs
-the few per cent that separate the configurations near the optimum (kt_rtx GEMM;
-docs/benchmarks.md, "the process fits its noise").
+rank the replay choosing set better than one scale. The fitted noise is as small as the values
+allow: replayed timings repeat exactly, and a fixed 0.05 (standard deviation 0.22 of the
+values' spread) blurs the few per cent that separate the configurations near the optimum
+(kt_rtx GEMM; docs/benchmarks.md, "Replays of recorded spaces").
 
 `ListedProcess` is the same process over every row of a listed space, kept from one generation
 to the next (its factor and its covariances with the rows grown by a row per evaluation): the
@@ -42,8 +41,7 @@ from scipy.special import ndtr
 # variance of the standardised values (kernel timings are noisy; a failure's stand-in value is
 # no measurement). Chosen together on the replay choosing set, seeds 0-4: mean ln of
 # evaluations to 95 % 4.177 with 0.1-0.8 and noise 0.001, 4.008 with 0.3-2, 3.897 with 0.3-2
-# and noise 0.05 (docs/benchmarks.md, "a Gaussian-process ranking for listed short-list
-# spaces").
+# and noise 0.05 (docs/benchmarks.md, "Synthetic battery").
 LENGTH_SCALES = (0.3, 0.5, 0.8, 1.2, 2.0)
 NOISE = 0.05
 # Per-coordinate scales: the prior's weight on (ln scale)^2 around 1, their bounds, and the

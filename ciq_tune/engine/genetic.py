@@ -16,7 +16,7 @@ the pre-selection, picks near-copies of the first design's best points: nsga2's 
 children gained what random draws gain (battery `powers_of_two`, seeds 100-199, median regret at
 25 evaluations 18 with the ratio, 11 with the process, random search 19.8; cells behind random
 search per block of 20 seeds, 12 problems x 25-200 evaluations: nsga2 2.4 -> 0.8, ga 1.0 -> 0.6;
-docs/benchmarks.md, "the GA family pre-selects its children by the Gaussian process"). A failure
+docs/benchmarks.md, "Synthetic battery"). A failure
 is no value for the process: at the worst value it would put a cliff next to an optimum at a
 failing region's edge (battery `failures`, nsga2 seeds at the optimum within 200: 28 of 100 so,
 39 without; the chance of success only breaks near-ties of expected improvement: 39 with it too,
@@ -65,7 +65,7 @@ would crawl (below). The spread with the poll of short parameters only, against 
 value with every parameter polled (battery, 15 problems, seeds 100-199 and 200-299, 25-200):
 seeds at the optimum within 200, of 1500 per set, ga 913 -> 1225 and 905 -> 1221, nsga2 742 ->
 946 and 740 -> 969; `ga` behind random search in no median and in one worst seed, at 25
-evaluations (docs/benchmarks.md, "the GA family measures progress against the values' spread").
+evaluations (docs/benchmarks.md, "Synthetic battery").
 
 Neighbour poll (the poll step of pattern search, Hooke & Jeeves 1961, on stagnation): with
 `poll_neighbours`, a stagnating generation first proposes the configurations one short

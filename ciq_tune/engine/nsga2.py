@@ -31,8 +31,7 @@ from ciq_tune.results import EvaluationRecord
 # 32 without progress and three quarters of 24 after 24. Seeds at the optimum within 200, of
 # 1500: 985 -> 1002 (seeds 100-199, chosen on), 1009 -> 1028 and 1003 -> 1010 (200-299,
 # 300-399); medians at 100 better on 6 / 5 problems of 15, worse on 1 / 2 (`half_step` found
-# 69 -> 83, 71 -> 83; `conditional` 88 -> 78, 86 -> 81; docs/benchmarks.md, "NSGA-II/III's
-# first stagnating generation is half immigrants").
+# 69 -> 83, 71 -> 83; `conditional` 88 -> 78, 86 -> 81; docs/benchmarks.md, "Synthetic battery").
 NSGA2_DEFAULTS: dict[str, Any] = {
     **GENETIC_DEFAULTS,
     "pool_size": 24,

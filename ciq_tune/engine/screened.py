@@ -1,6 +1,5 @@
 """Screened search, the default for one objective: many cheap proposals, a model picks the few
-that are evaluated (the measurements behind the defaults: docs/benchmarks.md, "Search
-quality: synthetic battery and replays").
+that are evaluated (the measurements behind the defaults: docs/benchmarks.md, "Synthetic battery").
 
 Ranking. Where the feasible configurations can be listed (`ranking` "auto": short lists only,
 at most `MAX_LISTED`, not started from an earlier search's best), the screened part of a
@@ -368,8 +367,8 @@ class ScreenedGA(GA):
         if config.ranking == "auto" and any(o == "transfer" for _, o in self._warm_start):
             # From an earlier search's best, the ratio's pattern moves around them got there
             # sooner (kt_rtx GEMM, 30 seeds: 36 evaluations to 95 % vs 46.5; transfer's
-            # choosing set, convolution_milo: 87.5 vs over 250; docs/benchmarks.md, "a
-            # Gaussian-process ranking for listed short-list spaces" and "the transfer rule").
+            # choosing set, convolution_milo: 87.5 vs over 250; docs/benchmarks.md,
+            # "Replays of recorded spaces").
             return False
         if getattr(self, "_listed", None) is None:
             self._listed = self._list_space(config.ranking == "auto")

@@ -4,7 +4,7 @@ another compiler): its best configurations that fit this space are evaluated fir
 A kernel's best configurations on one GPU are often good on another even where the rest of its
 landscape differs: on the recorded spaces of three kernels on several GPUs, starting from an
 earlier 100-evaluation search's best 4 reached 95 % of the optimum in a median of 16
-evaluations against 42 from scratch (docs/benchmarks.md, "Transfer from an earlier search").
+evaluations against 42 from scratch (docs/benchmarks.md, "Replays of recorded spaces").
 Its whole table as a prior of the screening model was measured too and not kept: it pulled the
 search back towards the earlier GPU's optimum (pooled median 21-23.5).
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Transfer across GPUs on real hardware (docs/benchmarks.md, "Transfer from an earlier search").
+# Transfer across GPUs on real hardware (docs/benchmarks.md, "Replays of recorded spaces").
 #   earlier: one search of DESCRIPTION (seed 0, BUDGET evaluations); its evaluations table is
 #            written to $OUT/earlier.csv
 #   compare: per SEED, a search from scratch and one `--transfer-from EARLIER_CSV`, BUDGET
