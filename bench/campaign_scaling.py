@@ -63,9 +63,9 @@ def run_once(args: argparse.Namespace, gpus: int, mode: str) -> dict[str, Any]:
     import ray
 
     from objectives._gpu import UtilizationSampler
-    from searchers.campaign import CampaignConfig
-    from searchers.campaign import SearchSpec
     from searchers.campaign import run_campaign
+    from searchers.campaign_specs import CampaignConfig
+    from searchers.campaign_specs import SearchSpec
 
     ray.init(
         address="local",

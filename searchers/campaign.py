@@ -25,19 +25,14 @@ import functools
 import importlib
 import json
 import math
-import re
 import time
 from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from typing import Literal
 
 import ray
-from pydantic import BaseModel
-from pydantic import ConfigDict
-from pydantic import Field
 from ray import tune
 from ray.tune.stopper import TimeoutStopper
 
@@ -45,12 +40,18 @@ from ciq_tune.tracking import ARTIFACTS_DIR
 from ciq_tune.tracking import TrackingConfig
 from ciq_tune.tracking import ensure_experiment
 from ciq_tune.tracking import sqlite_uri
-from objectives import load_description
 from objectives import make_search_space
 from objectives import starting_points
 from objectives._stages import Benchmarker
 from objectives.matrix import make_matrix_trainable
 from objectives.matrix import matrix_metric
+from searchers.campaign_progress import ProgressBoard
+from searchers.campaign_progress import StoppingPoll
+from searchers.campaign_progress import TrialProgress
+from searchers.campaign_specs import CampaignConfig
+from searchers.campaign_specs import SearchSpec
+from searchers.campaign_specs import description_of
+from searchers.campaign_specs import search_names
 from searchers.interrupt import StopRequested
 from searchers.kernel_search import kernel_trainable
 from searchers.kernel_search import kernel_tuner
@@ -96,220 +97,6 @@ _TABLE_FIELDS = (
 )
 
 
-class SearchSpec(BaseModel):
-    """One search of a campaign.
-
-    Attributes:
-        description: Kernel description file.
-        budget: Evaluations.
-        seed: Search seed.
-        name: Name of the search (default: the description's name), unique in the campaign.
-        shape: Sizes of one shape to tune at (`KernelDescription.at_shape`); None: the
-            description as it is (with a `shapes` matrix: every evaluation at every shape).
-        time_limit_s: Wall-clock limit of this search, in place of the campaign's
-            `CampaignConfig.search_timeout_s`.
-        objective: ``"module:function"`` of a factory ``f(description) -> trainable`` that
-            replaces the kind's objective (a custom objective; the tests inject faults so).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    description: Path
-    budget: int = Field(default=50, ge=1)
-    seed: int = 0
-    name: str | None = Field(default=None, min_length=1)
-    shape: dict[str, int] | None = None
-    time_limit_s: float | None = Field(default=None, gt=0)
-    objective: str | None = None
-
-
-class CampaignConfig(BaseModel):
-    """How a campaign runs (see `run_campaign`).
-
-    Attributes:
-        out: Output folder.
-        benchmark: Where staged kinds are timed (`searchers.kernel_search.BENCHMARK_MODES`).
-        tracking: ``"mlflow"`` (one experiment named `name`, a run per search and per trial,
-            in ``OUT/mlflow.db``), ``"log"`` or ``"none"``.
-        name: Campaign name (the MLflow experiment).
-        search_timeout_s: Wall-clock limit per search, after which its trials are stopped
-            and it is recorded as ``timeout`` with the evaluations it finished (None: no
-            limit).
-        trials_per_search: Trials at a time per search (default: the cluster's trial slots
-            shared evenly between the searches).
-        trials_per_gpu: Trials sharing a GPU where candidates are timed in-trial (default 1).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    out: Path
-    benchmark: Literal["auto", "per-gpu", "in-trial"] = "auto"
-    tracking: Literal["mlflow", "log", "none"] = "mlflow"
-    name: str = Field(default="campaign", min_length=1)
-    search_timeout_s: float | None = Field(default=None, gt=0)
-    trials_per_search: int | None = Field(default=None, ge=1)
-    trials_per_gpu: int | None = Field(default=None, ge=1)
-
-
-def expand_searches(
-    descriptions: Sequence[Path],
-    *,
-    shapes: Sequence[str] | None = None,
-    budget: int = 50,
-    seed: int = 0,
-) -> list[SearchSpec]:
-    """The searches of descriptions × shapes: one per description (a description with a
-    `shapes` matrix is one search of the whole matrix, each evaluation at every shape), or
-    with `shapes`, one search per selected shape of each description's matrix
-    (`KernelDescription.matrix`).
-
-    Args:
-        descriptions: Description files.
-        shapes: ``["all"]`` for every shape of each matrix, or shape labels
-            (``"M=16,N=4096,K=4096"``, `Shape.label`) to keep; None: no expansion.
-        budget: Evaluations per search.
-        seed: Seed of every search.
-
-    Raises:
-        ValueError: a label matches no shape of any description.
-    """
-    specs: list[SearchSpec] = []
-    matched: set[str] = set()
-    for given in descriptions:
-        # Resolved here: the searches run in Ray workers, whose working folder may differ.
-        path = Path(given).resolve()
-        desc = load_description(path)
-        if shapes is None:
-            specs.append(SearchSpec(description=path, budget=budget, seed=seed))
-            continue
-        for shape in desc.matrix():
-            label = shape.label()
-            if "all" in shapes or label in shapes:
-                matched.add(label)
-                specs.append(
-                    SearchSpec(
-                        description=path,
-                        budget=budget,
-                        seed=seed,
-                        shape=shape.sizes,
-                        name=f"{desc.name}@{label}",
-                    )
-                )
-    unknown = [s for s in shapes or () if s != "all" and s not in matched]
-    if unknown:
-        raise ValueError(f"`shapes` {unknown} match no shape of {[str(p) for p in descriptions]}")
-    return specs
-
-
-def _description(spec: SearchSpec) -> Any:
-    desc = load_description(spec.description)
-    return desc if spec.shape is None else desc.at_shape(spec.shape)
-
-
-def search_names(searches: Sequence[SearchSpec]) -> list[str]:
-    """Each search's name: its own, else its description's, with ``-2``, ``-3`` … appended
-    to repeats; made safe for folder names."""
-    names: list[str] = []
-    for spec in searches:
-        base = spec.name or load_description(spec.description).name
-        base = re.sub(r"[^0-9A-Za-z_.@=,-]", "_", base)
-        name, n = base, 2
-        while name in names:
-            name, n = f"{base}-{n}", n + 1
-        names.append(name)
-    return names
-
-
-class _Progress(tune.Callback):
-    """Tells the campaign's progress actor about each finished trial of one search."""
-
-    def __init__(self, progress: Any, name: str, metric: str) -> None:
-        self._progress = progress
-        self._name = name
-        self._metric = metric
-
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        result = trial.last_result or {}
-        self._progress.update.remote(self._name, result.get("status"), result.get(self._metric))
-
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._progress.update.remote(self._name, "crash", None)
-
-
-class StoppingPoll:
-    """Whether the campaign is being stopped (`ProgressBoard.stopping`), without blocking the
-    Tune loop that asks: each call takes the answer to the previous query if it has arrived
-    (False until then) and sends the next. A blocking query can wait for the board under load
-    (68 s measured), Tune's loop with it, so a search's time limit stops nothing and the
-    campaign cancels the search, whose trials' placement groups then hold every CPU
-    (docs/benchmarks.md, "Reliability and the test suite")."""
-
-    def __init__(self, progress: Any) -> None:
-        self._progress = progress
-        self._asked: Any = None
-
-    def __call__(self) -> bool:
-        if self._asked is not None:
-            ready, _ = ray.wait([self._asked], timeout=0)
-            if not ready:
-                return False
-            answer, self._asked = bool(ray.get(self._asked)), None
-            if answer:
-                return True
-        self._asked = self._progress.stopping.remote()
-        return False
-
-
-class ProgressBoard:
-    """Evaluations done, failures and best value so far per search, and whether the campaign
-    is being stopped (a Ray actor)."""
-
-    def __init__(self, modes: dict[str, str]) -> None:
-        self._modes = modes
-        self._rows: dict[str, dict[str, Any]] = {
-            name: {"done": 0, "failed": 0, "best": None} for name in modes
-        }
-        self._first: float | None = None
-        self._last: float | None = None
-        self._stopping = False
-
-    def stop(self) -> None:
-        """Ask every search to stop (each one's `StopRequested` callback polls `stopping`)."""
-        self._stopping = True
-
-    def stopping(self) -> bool:
-        return self._stopping
-
-    def update(self, name: str, status: str | None, value: float | None) -> None:
-        now = time.time()
-        self._first = now if self._first is None else self._first
-        self._last = now
-        row = self._rows[name]
-        row["done"] += 1
-        if status != "ok" or not isinstance(value, int | float) or not math.isfinite(value):
-            row["failed"] += 1
-            return
-        sign = 1 if self._modes[name] == "min" else -1
-        if row["best"] is None or sign * value < sign * row["best"]:
-            row["best"] = value
-
-    def snapshot(self) -> dict[str, dict[str, Any]]:
-        return {name: dict(row) for name, row in self._rows.items()}
-
-    def rate_after_first(self) -> float | None:
-        """Evaluations per second from the campaign's first finished evaluation to its last
-        (the steady rate, without starting Ray workers, servers and drivers); None before two
-        evaluations a second apart."""
-        done = sum(row["done"] for row in self._rows.values())
-        if self._first is None or self._last is None or self._last - self._first < 1:
-            return None
-        return (done - 1) / (self._last - self._first)
-
-    def result_window(self) -> tuple[float | None, float | None]:
-        """`time.time` of the campaign's first and last finished evaluation (None before one)."""
-        return self._first, self._last
-
-
 def _objective(
     spec: SearchSpec, name: str, desc: Any, benchmark: Benchmarker | None
 ) -> Callable[[dict[str, Any]], Any]:
@@ -347,7 +134,7 @@ def run_search(
     Returns:
         The search's row of the campaign table (see `TABLE`).
     """
-    desc = _description(spec)
+    desc = description_of(spec)
     # A matrix's configurations are those of its first shape (every shape's, but Helion's).
     at_first = desc.at_shape(desc.matrix()[0])
     space = make_search_space(at_first)
@@ -380,7 +167,7 @@ def run_search(
             stop=None if limit_s is None else TimeoutStopper(limit_s),
             callbacks=[
                 *tracking_callbacks(tracking, run_dir=out, search_name=name),
-                _Progress(progress, name, metric),
+                TrialProgress(progress, name, metric),
                 StopRequested(StoppingPoll(progress), every_s=_POLL_S),
             ],
         ),
@@ -487,7 +274,7 @@ def run_campaign(
     out = config.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     names = search_names(searches)
-    descs = [_description(s) for s in searches]
+    descs = [description_of(s) for s in searches]
     if config.tracking == "mlflow":
         # Created here, once: searches that each found no store would race to create it.
         ensure_experiment(sqlite_uri(out), config.name, out / ARTIFACTS_DIR)

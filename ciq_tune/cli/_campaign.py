@@ -17,9 +17,9 @@ def tune_campaign_command(args: argparse.Namespace) -> int:
     import ray
     from pydantic import ValidationError
 
-    from searchers.campaign import CampaignConfig
-    from searchers.campaign import expand_searches
     from searchers.campaign import run_campaign
+    from searchers.campaign_specs import CampaignConfig
+    from searchers.campaign_specs import expand_searches
 
     try:
         searches = expand_searches(

@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from searchers.campaign import PROGRESS
-from searchers.campaign import CampaignConfig
-from searchers.campaign import SearchSpec
-from searchers.campaign import StoppingPoll
-from searchers.campaign import expand_searches
 from searchers.campaign import run_campaign
-from searchers.campaign import search_names
+from searchers.campaign_progress import StoppingPoll
+from searchers.campaign_specs import CampaignConfig
+from searchers.campaign_specs import SearchSpec
+from searchers.campaign_specs import expand_searches
+from searchers.campaign_specs import search_names
 from tests.searchers.sigint import sigint_when
 
 ROOT = Path(__file__).resolve().parents[2]
