@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import tempfile
-import warnings
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
@@ -16,13 +14,6 @@ from typing import Any
 from ray.tune.search import UNDEFINED_METRIC_MODE
 from ray.tune.search import UNDEFINED_SEARCH_SPACE
 from ray.tune.search import Searcher
-from ray.tune.search.sample import Categorical
-from ray.tune.search.sample import Domain
-from ray.tune.search.sample import Float
-from ray.tune.search.sample import Integer
-from ray.tune.search.sample import LogUniform
-from ray.tune.search.sample import Quantized
-from ray.tune.search.sample import Uniform
 
 import ciq_tune.space as ss
 from ciq_tune.engine import Budget
@@ -36,13 +27,13 @@ from ciq_tune.errors import StateError
 from ciq_tune.report.table import find_table
 from ciq_tune.report.table import read_results
 from ciq_tune.results import result_outcome
+from searchers.ray_domains import converted
+from searchers.ray_domains import has_domains
+from searchers.ray_domains import placeholder_keys
 
 logger = logging.getLogger(__name__)
 
 SEARCHER_STATE_SCHEMA = 1
-# Keys Tune adds to every result, left out when saying what a trial reported.
-# Values a log-integer domain is discretised into at most when converted from Ray Tune.
-LOG_INTEGER_VALUES = 32
 # With no budget and no positive `num_samples` from Tune, the search stops after this many
 # generations without a better result (its convergence stop; it would otherwise never end).
 CONVERGENCE_GENERATIONS = 20
@@ -210,8 +201,8 @@ class CompileIQSearcher(Searcher):
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:
         self._told_by_tune = True
-        hidden = _placeholder_keys(config)
-        if hidden and self._space is None and not _has_domains(config):
+        hidden = placeholder_keys(config)
+        if hidden and self._space is None and not has_domains(config):
             raise ValueError(
                 f"CompileIQSearcher: Tuner(param_space=...) has no Ray Tune domains and "
                 f"{hidden} reached the searcher as Tune placeholders (Tune hides objects that "
@@ -226,7 +217,7 @@ class CompileIQSearcher(Searcher):
                 "gets the primitive itself): pass primitives as CompileIQSearcher(space={...})",
                 hidden,
             )
-        if _has_domains(config):
+        if has_domains(config):
             self._space = self._merged_space(config)
         num_samples = spec.get("num_samples")
         if isinstance(num_samples, int):
@@ -384,7 +375,7 @@ class CompileIQSearcher(Searcher):
         Raises `ValueError` for domains without a bounded, searchable equivalent and warns
         when a conversion discretises (log-integer domains, quantized log floats).
         """
-        return {key: _convert(value, key) for key, value in spec.items()}
+        return {key: converted(value, key) for key, value in spec.items()}
 
     # -- internals -----------------------------------------------------------------------------
     def _merged_space(self, config: Mapping[str, Any]) -> ss.SearchSpace:
@@ -398,7 +389,7 @@ class CompileIQSearcher(Searcher):
                 "CompileIQSearcher: a `space=` list cannot be joined with Tuner(param_space=...) "
                 "domains; give every parameter in one place"
             )
-        domains = {k: v for k, v in config.items() if _has_domains(v)}
+        domains = {k: v for k, v in config.items() if has_domains(v)}
         both = sorted(set(domains) & set(spec))
         if both:
             raise ValueError(
@@ -547,92 +538,6 @@ def _normalise_metric_mode(
         if direction not in ("min", "max"):
             raise ValueError(f"`mode` must be 'min' or 'max', got mode={mode!r}")
     return metric, mode
-
-
-def _has_domains(config: Any) -> bool:
-    if isinstance(config, (Domain, ss.Parameter, ss.Conditional)):
-        return True
-    if isinstance(config, Mapping):
-        if "grid_search" in config:
-            return True
-        return any(_has_domains(v) for v in config.values())
-    if isinstance(config, (list, tuple)):
-        return any(_has_domains(v) for v in config)
-    return False
-
-
-# What Tune puts in place of a `param_space` value that is not a Ray Tune domain or a plain
-# value (`ray.tune.impl.placeholder._RefResolver.TOKEN`, a private name).
-REF_PLACEHOLDER = "__ref_ph"
-
-
-def _placeholder_keys(config: Any, path: str = "") -> list[str]:
-    """Keys of `config` whose values Tune replaced by reference placeholders."""
-    if isinstance(config, tuple) and len(config) == 2 and config[0] == REF_PLACEHOLDER:
-        return [path or "value"]
-    if isinstance(config, Mapping):
-        return [
-            key
-            for name, value in config.items()
-            for key in _placeholder_keys(value, f"{path}/{name}" if path else str(name))
-        ]
-    return []
-
-
-def _convert(value: Any, key: str) -> Any:
-    if isinstance(value, (ss.Parameter, ss.Conditional)):
-        return value
-    if isinstance(value, Mapping):
-        if set(value) == {"grid_search"}:
-            warnings.warn(
-                f"`{key}`: grid_search becomes a choice; the searcher picks values, it does not "
-                "enumerate the grid",
-                stacklevel=3,
-            )
-            return ss.choice(list(value["grid_search"]))
-        return {k: _convert(v, f"{key}/{k}") for k, v in value.items()}
-    if isinstance(value, list):
-        return [_convert(v, f"{key}/{i}") for i, v in enumerate(value)]
-    if not isinstance(value, Domain):
-        return value
-    sampler = value.get_sampler()
-    quantum = sampler.q if isinstance(sampler, Quantized) else None
-    base = sampler.sampler if isinstance(sampler, Quantized) else sampler
-    if isinstance(value, Categorical):
-        if any(isinstance(c, Domain) for c in value.categories):
-            raise ValueError(f"`{key}`: nested search domains inside tune.choice are unsupported")
-        return ss.choice(list(value.categories))
-    if isinstance(value, Integer) and isinstance(base, Uniform):
-        if quantum is None or quantum == 1:
-            return ss.range(int(value.lower), int(value.upper) - 1)
-        low = math.ceil(value.lower / quantum) * quantum
-        return ss.range(int(low), int(value.upper // quantum * quantum), int(quantum))
-    if isinstance(value, Integer) and isinstance(base, LogUniform):
-        count = int(value.upper) - int(value.lower)
-        total = min(count, LOG_INTEGER_VALUES)
-        if total < count:
-            warnings.warn(
-                f"`{key}`: tune.lograndint({value.lower}, {value.upper}) becomes {total} "
-                "log-spaced integers",
-                stacklevel=3,
-            )
-        return ss.log_sampling(int(value.lower), int(value.upper) - 1, total)
-    if isinstance(value, Float) and isinstance(base, Uniform):
-        if quantum is None:
-            return ss.uniform(value.lower, value.upper)
-        return ss.range(value.lower, value.upper, quantum)
-    if isinstance(value, Float) and isinstance(base, LogUniform):
-        if quantum is not None:
-            warnings.warn(
-                f"`{key}`: tune.qloguniform's quantum {quantum} is dropped; searched as a "
-                "continuous log-scale value",
-                stacklevel=3,
-            )
-        return ss.uniform(value.lower, value.upper, log=True)
-    raise ValueError(
-        f"`{key}`: {type(value).__name__} with a {type(base).__name__} sampler has no bounded "
-        "equivalent in ciq-tune; use tune.uniform/loguniform/randint/choice or ciq_tune.space"
-    )
 
 
 def _metrics_only(result: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, Any]:
