@@ -194,9 +194,9 @@ def test_every_strategy_config_keeps_the_base_bounds(strategy: str) -> None:
 def test_a_strategys_published_defaults_are_its_configs_defaults(strategy: str) -> None:
     # `GA_DEFAULTS` and its peers are what the docs and tuning notes cite: a value set there
     # but not in the config model's field would be cited and never used.
-    engine_class = STRATEGIES[strategy]
-    defaults = vars(sys.modules[engine_class.__module__])[f"{strategy.upper()}_DEFAULTS"]
-    config = engine_class.config_model().model_dump()
+    model = STRATEGIES[strategy].config_model
+    defaults = vars(sys.modules[model.__module__])[f"{strategy.upper()}_DEFAULTS"]
+    config = model().model_dump()
     assert {key: config[key] for key in defaults} == defaults
 
 

@@ -15,7 +15,7 @@ from ciq_tune.engine import Budget
 from ciq_tune.engine import Objective
 from ciq_tune.engine import create_engine
 from ciq_tune.engine import gaussian_process
-from ciq_tune.engine import screened
+from ciq_tune.engine import process_ranking
 from ciq_tune.engine.gaussian_process import LENGTH_SCALES
 from ciq_tune.engine.gaussian_process import GaussianProcess
 from ciq_tune.engine.gaussian_process import ListedProcess
@@ -281,8 +281,8 @@ def test_the_search_fits_the_length_scales_its_setting_names(
             super().__init__(*args, **kwargs)
             fitted.append(self)
 
-    monkeypatch.setattr(screened, "GaussianProcess", Recorded)
-    monkeypatch.setattr(screened, "ListedProcess", RecordedListed)
+    monkeypatch.setattr(process_ranking, "GaussianProcess", Recorded)
+    monkeypatch.setattr(process_ranking, "ListedProcess", RecordedListed)
     engine = _engine(SHORT, {"length_scales": setting}, 30)
     drive(engine, lambda config: {"time": _time(config)})
     columns = engine._listed_X.shape[1]  # three ordered lists and a one-hot category
@@ -312,11 +312,12 @@ def test_per_parameter_scales_are_refitted_every_generation_then_as_the_evaluati
 ) -> None:
     fitted_at = _fitted_sizes(monkeypatch)
     uninterrupted = _proposed_keys(170, 3)
-    early = [n for n in fitted_at if n <= screened.SCALES_REFIT_EVERY_GENERATION]
-    late = [n for n in fitted_at if n > screened.SCALES_REFIT_EVERY_GENERATION]
+    early = [n for n in fitted_at if n <= process_ranking.SCALES_REFIT_EVERY_GENERATION]
+    late = [n for n in fitted_at if n > process_ranking.SCALES_REFIT_EVERY_GENERATION]
     assert all(b - a <= 4 for a, b in itertools.pairwise(early))  # one fit per generation of 4
     assert late and all(
-        b >= screened.SCALES_REFIT_GROWTH * a for a, b in itertools.pairwise([early[-1], *late])
+        b >= process_ranking.SCALES_REFIT_GROWTH * a
+        for a, b in itertools.pairwise([early[-1], *late])
     )
     # The scales and noise in use are part of the engine's state: a restored search proposes
     # the same.
@@ -334,9 +335,9 @@ def _changes_from_the_best(local_picks: int) -> list[int]:
 
 
 def test_the_last_picks_of_a_generation_stay_near_the_best() -> None:
-    assert max(_changes_from_the_best(0)) > screened.LOCAL_CHANGES
-    assert max(_changes_from_the_best(1)[-1:]) <= screened.LOCAL_CHANGES
-    assert max(_changes_from_the_best(4)) <= screened.LOCAL_CHANGES
+    assert max(_changes_from_the_best(0)) > process_ranking.LOCAL_CHANGES
+    assert max(_changes_from_the_best(1)[-1:]) <= process_ranking.LOCAL_CHANGES
+    assert max(_changes_from_the_best(4)) <= process_ranking.LOCAL_CHANGES
 
 
 def test_a_steady_state_search_picks_near_the_best_only_at_the_generational_share() -> None:
@@ -347,7 +348,7 @@ def test_a_steady_state_search_picks_near_the_best_only_at_the_generational_shar
     for i in range(engine.config.listed_initial_points, len(records)):
         best = min(records[:i], key=lambda r: r.values["time"]).genes
         changes = sum(a != b for a, b in zip(records[i].genes, best, strict=True))
-        local.append(changes <= screened.LOCAL_CHANGES)
+        local.append(changes <= process_ranking.LOCAL_CHANGES)
     # One pick at a time, each local with probability 1/4 (plus whole-space picks that
     # happen to land near the best), not every one.
     assert 0 < sum(local) < len(local)
@@ -436,7 +437,7 @@ def test_the_listed_ranking_proposes_what_the_rebuilt_process_proposes(
 
     fast = [proposed(seed) for seed in range(3)]
     # Every pick by `GaussianProcess` rebuilt for it, as before `ListedProcess`.
-    monkeypatch.setattr(screened, "_near_tie", lambda gain, pick: True)
+    monkeypatch.setattr(process_ranking, "_near_tie", lambda gain, pick: True)
     assert [proposed(seed) for seed in range(3)] == fast
 
 
@@ -444,7 +445,7 @@ def test_per_parameter_scales_are_not_refitted_after_the_last_refit_size(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fitted_at = _fitted_sizes(monkeypatch)
-    monkeypatch.setattr(screened, "SCALES_REFIT_UNTIL", 110)
+    monkeypatch.setattr(process_ranking, "SCALES_REFIT_UNTIL", 110)
     _proposed_keys(170, 3)
     # The growth schedule alone refits at ~125 and ~156 (the test above).
     assert fitted_at and max(fitted_at) <= 110

@@ -17,7 +17,7 @@ from ciq_tune.engine import Objective
 from ciq_tune.engine import create_engine
 from ciq_tune.engine.multistart import critical_distance
 from ciq_tune.engine.multistart import lowest_within
-from ciq_tune.engine.screened import SCREENED_DEFAULTS
+from ciq_tune.engine.screened_config import SCREENED_DEFAULTS
 from ciq_tune.space import SearchSpace
 from tests.engine.conftest import drive
 from tests.engine.conftest import first_generation
