@@ -10,7 +10,7 @@ launch of it, the same through ``@tuned(file)`` (arguments bound, sizes read off
 the configuration of their size key from its cache) and inside ``capture`` (a launch of an
 already recorded signature). Prints microseconds per launch, the median of 5 repetitions.
 
-With ``--gpu``, the kernel is a real RMS norm (`rms_norm_jit`) at one row of 4096, so that the
+With ``--gpu``, the kernel is that RMS norm's ``@triton.jit`` body at one row of 4096, so that the
 host, not the GPU, sets the pace: its plain launch with the tuned configuration's arguments
 written out against ``@tuned(file)``, timed in alternation (21 × 1,000 launches each, the GPU
 drained between them, `bench.shipped_kernels.host_us_per_launch`), so that the difference is
@@ -29,8 +29,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import triton
-import triton.language as tl
 from triton.runtime.jit import KernelInterface
 
 
@@ -47,20 +45,6 @@ class NoOpKernel(KernelInterface[Any]):
 
 def rms_norm_forward(Y_ptr, Y_row_stride, X_ptr, X_row_stride, W_ptr, n_cols, eps, BLOCK_SIZE):  # type: ignore[no-untyped-def]
     """The signature of a shipped RMS norm (tests/objectives/data/rms_norm_shipped.py)."""
-
-
-@triton.jit
-def rms_norm_jit(  # type: ignore[no-untyped-def]
-    Y_ptr, Y_row_stride, X_ptr, X_row_stride, W_ptr, n_cols, eps, BLOCK_SIZE: tl.constexpr
-):
-    """`rms_norm_forward`'s kernel: y[row] = x[row] / sqrt(mean(x[row]²) + eps) · w."""
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    x = tl.load(X_ptr + row * X_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = 1 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-    tl.store(Y_ptr + row * Y_row_stride + cols, x * rstd * w, mask=mask)
 
 
 def _controls_file(folder: Path, rows: int = 4096) -> Path:
@@ -121,6 +105,7 @@ def on_gpu(folder: Path) -> int:
 
     import ciq_tune.runtime
     from bench.shipped_kernels import host_us_per_launch
+    from tests.objectives.data.rms_norm_shipped import rms_norm_body as rms_norm_jit
 
     x = torch.randn(1, 4096, device="cuda")
     w, y = torch.randn(4096, device="cuda"), torch.empty_like(x)
