@@ -4,7 +4,7 @@
     python3 -m bench.scaling --trials-per-gpu 4 --out $OUT/shared   # the suite's shared mode
     python3 -m bench.scaling --dry-run --out /tmp/scaling    # CPU only: PTX, 1 and 2 CPUs
 
-On the GPU machine, from the repo root with .whl carried (as scripts/gpu/run_h100.sh does):
+On the GPU machine, from the repo root with .whl carried (../shared/tools/gpu-wheels.sh):
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
         .whl/*.whl && export PYTHONPATH=$PWD:/tmp/site RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
     timeout 560 python3 -m bench.scaling --out $OUT/scaling
