@@ -17,6 +17,7 @@ from pydantic import field_validator
 from pydantic import model_validator
 
 import ciq_tune.space as ss
+from ciq_tune.controls.controls_file import Benchmark
 from ciq_tune.errors import ConstraintError
 from ciq_tune.errors import DescriptionError
 from ciq_tune.errors import SpaceError
@@ -507,6 +508,21 @@ class KernelDescription(_Strict):
     def source_sha256(self) -> str:
         """Hex SHA-256 of the kernel source file's bytes (the controls file's provenance)."""
         return sha256_file(self.source, error=DescriptionError)
+
+    def benchmark_record(self) -> Benchmark:
+        """What a controls file records of the benchmark a configuration was tuned on: the
+        metric, the sizes and each input's shape, dtype and dimension names, the launch's
+        argument expressions and how L2 was found."""
+        return Benchmark(
+            metric=self.metric,
+            mode=self.mode,
+            sizes=self.sizes,
+            shapes={i.name: list(self.shape_of(i)) for i in self.inputs},
+            dtypes={i.name: i.dtype for i in self.inputs},
+            dims={i.name: list(i.shape) for i in self.inputs},
+            arguments=dict(self.arguments),
+            l2=self.l2,
+        )
 
     def shape_of(self, spec: InputSpec) -> tuple[int, ...]:
         """Concrete shape of an input, with names of `sizes` replaced by their values."""

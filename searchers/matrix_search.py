@@ -566,16 +566,7 @@ def controls_record(
         catalogs=catalogs,
         controls=main.winner.get("controls", {}),
         params=main.winner.get("params", {}),
-        benchmark=cf.Benchmark(
-            metric=desc.metric,
-            mode=desc.mode,
-            sizes=first.sizes,
-            shapes={i.name: list(first.shape_of(i)) for i in first.inputs},
-            dtypes={i.name: i.dtype for i in first.inputs},
-            dims={i.name: list(i.shape) for i in first.inputs},
-            arguments=dict(first.arguments),
-            l2=desc.l2,
-        ),
+        benchmark=first.benchmark_record(),
         scores=cf.Scores(
             baseline=base, best=best if best is not None else math.nan, improvement_pct=improvement
         ),

@@ -93,16 +93,7 @@ def write_outputs(
         catalogs=catalogs,
         controls=best_config.get("controls", {}),
         params=best_config.get("params", {}),
-        benchmark=cf.Benchmark(
-            metric=desc.metric,
-            mode=desc.mode,
-            sizes=desc.sizes,
-            shapes={i.name: list(desc.shape_of(i)) for i in desc.inputs},
-            dtypes={i.name: i.dtype for i in desc.inputs},
-            dims={i.name: list(i.shape) for i in desc.inputs},
-            arguments=dict(desc.arguments),
-            l2=desc.l2,
-        ),
+        benchmark=desc.benchmark_record(),
         scores=cf.Scores(
             baseline=baseline,
             best=best,
