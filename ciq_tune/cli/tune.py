@@ -1,5 +1,6 @@
-"""`ciq-tune tune`: search a kernel description and write the outputs folder (`resume` shares
-the Ray start, top-k validation and outputs)."""
+"""`ciq-tune tune`: its arguments, and a run dispatched to the path it takes (one description
+here or on Ray; a matrix, staged controls or a campaign in `_matrix`, `_staged`, `_campaign`).
+What the paths share is in `_run` (Ray, placement, budget, validation) and `_outputs`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Benchmark inputs: random tensors that are never zeros, poisoned outputs, reference outputs
-and the input sets every candidate is timed on."""
+"""Benchmark inputs: a description's random inputs (drawn by its array library,
+`objectives._arrays`) with the outputs poisoned, the reference outputs, and the input sets every
+candidate is timed on."""
 
 from __future__ import annotations
 
