@@ -4,7 +4,7 @@
 from `searchers` so that the engine can be used (and tested) without Ray. The
 CompileIQ-compatible `Search` API (`ciq_tune.compat`) and `capture` (kernel descriptions
 recorded from a real run, `objectives.capture`) and `tune_kernel` (a kernel tuned from a
-script, `ciq_tune.cli.kernel_api`) are re-exported lazily too.
+script, `searchers.run.tune_kernel`) are re-exported lazily too.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from ciq_tune._version import __version__
 from ciq_tune.space import SearchSpace
 
 if TYPE_CHECKING:
-    from ciq_tune.cli.kernel_api import tune_kernel
     from ciq_tune.compat import BASELINE_DNA
     from ciq_tune.compat import INVALID_SCORE
     from ciq_tune.compat import MultiScoreComparison
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from objectives.capture import capture
     from searchers.compileiq_searcher import CompileIQSearcher
     from searchers.isolation import isolated_trainable
+    from searchers.run.tune_kernel import tune_kernel
 
 # Names re-exported lazily from `ciq_tune.compat` (it loads pandas; `start()` loads Ray).
 _COMPAT = {
@@ -72,7 +72,7 @@ def __getattr__(name: str) -> Any:
 
         return capture
     if name == "tune_kernel":
-        from ciq_tune.cli.kernel_api import tune_kernel
+        from searchers.run.tune_kernel import tune_kernel
 
         return tune_kernel
     if name in _COMPAT:

@@ -16,12 +16,12 @@ import yaml
 
 from ciq_tune.cli import COMMANDS
 from ciq_tune.cli import main
-from ciq_tune.cli._outputs import write_outputs
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import validate_search
+from searchers.run.outputs import write_outputs
 
 EXAMPLE = Path(__file__).parents[1] / "examples/kernels/ptx/spill.yaml"
 TRITON_EXAMPLE = Path(__file__).parents[1] / "examples/kernels/triton/softmax.yaml"
@@ -289,8 +289,8 @@ def test_tune_validates_a_timed_ptx_metric_through_ray(ray_cluster: None, tmp_pa
 
 
 def test_a_cuda_search_without_a_gpu_is_refused_before_it_starts() -> None:
-    from ciq_tune.cli._run import require_gpu_for_cuda
     from ciq_tune.errors import CiqTuneError
+    from searchers.run.setup import require_gpu_for_cuda
 
     with pytest.raises(CiqTuneError, match="kind 'cuda' launches its kernel on a CUDA GPU"):
         require_gpu_for_cuda("cuda", 0)
@@ -299,7 +299,7 @@ def test_a_cuda_search_without_a_gpu_is_refused_before_it_starts() -> None:
 
 
 def test_failure_summary_counts_each_status_and_keeps_its_first_cause() -> None:
-    from ciq_tune.cli._outputs import failure_summary
+    from searchers.run.outputs import failure_summary
 
     def record(status: str, error: str) -> Any:
         return SimpleNamespace(status=status, info={"error": error})
@@ -365,7 +365,7 @@ def test_verify_without_a_gpu_is_an_error_not_a_traceback(
 
 
 def test_tune_prints_metrics_to_five_significant_digits() -> None:
-    from ciq_tune.cli._outputs import _short
+    from searchers.run.outputs import _short
 
     assert _short(0.18612345678901) == "0.18612" and _short(2052) == "2052"
     assert _short(None) == "None"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ciq_tune.cli._interrupt import graceful_interrupt
-from ciq_tune.cli._interrupt import report_kept
+from searchers.run.interrupt import graceful_interrupt
+from searchers.run.interrupt import report_kept
 from tests.searchers.sigint import interrupted_tune
 
 EXAMPLE = Path(__file__).parents[1] / "examples/kernels/ptx/spill.yaml"

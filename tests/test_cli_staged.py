@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 from ciq_tune.cli import main
-from ciq_tune.cli._staged import controls_added
 from ciq_tune.validation import CandidateValidation
 from ciq_tune.validation import SearchValidation
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation.statistics import compare_samples
 from searchers.kernel_search import SearchRun
 from searchers.placement import plan_placement
+from searchers.run.staged import controls_added
 from searchers.staged import StagedRun
 from tests.objectives.data.row_scale_description import row_scale_description
 

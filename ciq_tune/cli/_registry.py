@@ -12,8 +12,8 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from ciq_tune.cli._interrupt import EXIT_INTERRUPTED
 from ciq_tune.errors import CiqTuneError
+from searchers.run.interrupt import EXIT_INTERRUPTED
 
 Handler = Callable[[argparse.Namespace], int]
 Configure = Callable[[argparse.ArgumentParser], None]

@@ -10,17 +10,17 @@ bottom of `Engine`:
 - `_strategy_state()` / `_load_strategy_state(state)`: extra state to save and restore.
 
 The base owns everything else: the first generation (warm start + a Latin hypercube, or
-uniform draws), variation
-(crossover, mutation, constraint repair), failures, refilling generations with too few passing
-candidates, steady-state mode, budgets, results and state (pymoo `core/algorithm.py`: ask/tell
-with hooks in one place). What was proposed, and whether a configuration is new, is kept by
+uniform draws), variation (crossover, mutation, constraint repair), failures, refilling
+generations with too few passing candidates, steady-state mode and results (pymoo
+`core/algorithm.py`: ask/tell with hooks in one place). Where the loop stands and when the
+budget stops it is `LoopState` (`engine/loop.py`); saving and restoring the state is its base
+class `Resumable` (`engine/state.py`); what was proposed, and whether a configuration is new,
 `ProposalArchive` (`engine/proposals.py`).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +35,7 @@ from threadpoolctl import ThreadpoolController
 from ciq_tune.engine.config import Budget
 from ciq_tune.engine.config import EngineConfig
 from ciq_tune.engine.features import UnitFeatures
+from ciq_tune.engine.loop import LoopState
 from ciq_tune.engine.operators import FeasibilityRepair
 from ciq_tune.engine.operators import ParameterMutation
 from ciq_tune.engine.operators import SpaceProblem
@@ -46,10 +47,10 @@ from ciq_tune.engine.proposals import Candidate
 from ciq_tune.engine.proposals import Origin
 from ciq_tune.engine.proposals import ProposalArchive
 from ciq_tune.engine.shape_descent import ShapeDescent
+from ciq_tune.engine.state import Resumable
 from ciq_tune.engine.transfer import transfer_genes
 from ciq_tune.errors import EngineError
 from ciq_tune.errors import SpaceError
-from ciq_tune.errors import StateError
 from ciq_tune.results import OK
 from ciq_tune.results import EvaluationRecord
 from ciq_tune.results import Objective
@@ -66,7 +67,6 @@ from ciq_tune.space.space import Genes
 # took 32 s of engine time with two threads on two loaded cores, 0.8 s with one.
 _BLAS = ThreadpoolController()
 
-STATE_SCHEMA = 1
 # Attempts at producing a child not seen before, before falling back to a random candidate.
 UNIQUE_CHILD_TRIES = 30
 # Random draws tried for an unseen candidate before enumerating the rest of a finite space.
@@ -79,7 +79,7 @@ DEFAULT_GENERATIONS = 10
 ELITE_SHARE = 0.25
 
 
-class Engine:
+class Engine(Resumable):
     """Ask/tell search over a `SearchSpace` (see the module docstring for the hooks).
 
     Args:
@@ -102,8 +102,6 @@ class Engine:
             default) for none. Kept in the engine's state.
     """
 
-    name: ClassVar[str] = "base"
-    config_model: ClassVar[type[EngineConfig]] = EngineConfig
     min_objectives: ClassVar[int] = 1
     max_objectives: ClassVar[int | None] = None
 
@@ -146,21 +144,12 @@ class Engine:
         # against it, not only against the population.
         self.proposals = ProposalArchive(self.space)
 
-        self.generation = 0
+        self.loop = LoopState()
         self._queue: list[Candidate] = []
         self._pending: dict[int, Candidate] = {}
         self._records: list[EvaluationRecord] = []
         self._population: list[EvaluationRecord] = []
-        self._generation_ok = 0
-        self._generation_created = 0
-        self._refills = 0
-        self._stagnant = 0
-        self._improved = False
         self._front: list[np.ndarray] = []
-        self._started = False
-        self._exhausted = False
-        self._elapsed_before = 0.0
-        self._clock_start = time.monotonic()
         self._warm_start = self._encode_warm_start(initial_points, baseline, transfer_from)
         self.shape_descent: ShapeDescent | None = None
 
@@ -174,7 +163,7 @@ class Engine:
             return None
         candidate = self._descent_move()
         if candidate is None:
-            if not self._queue and not self._exhausted:
+            if not self._queue and not self.loop.exhausted:
                 self._refill_queue()
             if not self._queue or self.stop_reason is not None:
                 return None
@@ -221,10 +210,10 @@ class Engine:
             info=dict(info or {}),
         )
         if record.ok and self._is_improvement(record):
-            self._improved = True
+            self.loop.improved = True
         self._records.append(record)
         if record.ok and candidate.generation == self.generation:
-            self._generation_ok += 1
+            self.loop.generation_ok += 1
         if self.config.steady_state:
             self._tell_steady(record)
         self._advance()
@@ -232,7 +221,7 @@ class Engine:
 
     def _descent_move(self) -> Candidate | None:
         """A per-shape descent's move when it has one now (after the first generation)."""
-        if self.shape_descent is None or not self._started:
+        if self.shape_descent is None or not self.loop.started:
             return None
         genes = self.shape_descent.propose(
             self.space, self._records, self.proposals.new_genes, self.rng
@@ -249,36 +238,29 @@ class Engine:
         """With nothing out and nothing queued, close the completed generation and breed the
         next one now (or note that the space is exhausted), so that `finished` can be read
         without changing anything and `ask()` has a candidate whenever it is False."""
-        if self._started and not self._pending and not self._queue and self.stop_reason is None:
+        if self.loop.started and not self._pending and not self._queue and not self.stop_reason:
             self._refill_queue()
             if not self._queue and self.stop_reason is None:  # nothing new could be made
-                self._exhausted = True
+                self.loop.exhausted = True
 
     @property
     def stop_reason(self) -> str | None:
         """Why the engine proposes no more candidates, or None while it does."""
-        budget = self.budget
-        asked = len(self._records) + len(self._pending)
-        if self._exhausted and not self._queue:
-            return "every feasible configuration has been evaluated"
-        if budget.max_evaluations is not None and asked >= budget.max_evaluations:
-            return f"max_evaluations={budget.max_evaluations} reached"
-        if budget.max_generations is not None:
-            if self.config.steady_state:
-                if asked >= budget.max_generations * self.config.pool_size:
-                    return f"max_generations={budget.max_generations} reached"
-            elif self.generation >= budget.max_generations:
-                return f"max_generations={budget.max_generations} reached"
-        if budget.max_time_s is not None and self.elapsed_s >= budget.max_time_s:
-            return f"max_time_s={budget.max_time_s} reached"
-        stagnation = budget.stagnation_generations
-        if stagnation is not None and self._stagnant >= stagnation:
-            return f"no improvement in {stagnation} generations"
-        return None
+        return self.loop.stop_reason(
+            self.budget,
+            asked=len(self._records) + len(self._pending),
+            queued=len(self._queue),
+            steady_state=self.config.steady_state,
+            pool_size=self.config.pool_size,
+        )
+
+    @property
+    def generation(self) -> int:
+        return self.loop.generation
 
     @property
     def elapsed_s(self) -> float:
-        return self._elapsed_before + time.monotonic() - self._clock_start
+        return self.loop.elapsed_s
 
     @property
     def pending(self) -> list[Candidate]:
@@ -298,98 +280,14 @@ class Engine:
         """Every evaluation so far, with the best configuration and the Pareto front."""
         return SearchResults(self.objectives, self._records)
 
-    # -- state ---------------------------------------------------------------------------------
-    def get_state(self) -> dict[str, Any]:
-        """JSON-safe state; `Engine.from_state` resumes exactly (pending candidates included)."""
-        return {
-            "schema": STATE_SCHEMA,
-            "strategy": self.name,
-            "space": self.space.to_dict(),
-            "objectives": [o.model_dump() for o in self.objectives],
-            "config": self.config.model_dump(),
-            "budget": self.budget.model_dump(),
-            "seed": self.seed,
-            "rng": self.rng.bit_generator.state,
-            "generation": self.generation,
-            "next_id": self.proposals.next_id,
-            "queue": [c.to_json() for c in self._queue],
-            "pending": [c.to_json() for c in self._pending.values()],
-            "records": [r.to_json() for r in self._records],
-            "population": [r.candidate_id for r in self._population],
-            "generation_ok": self._generation_ok,
-            "generation_created": self._generation_created,
-            "refills": self._refills,
-            "stagnant": self._stagnant,
-            "improved": self._improved,
-            "started": self._started,
-            "exhausted": self._exhausted,
-            "elapsed_s": self.elapsed_s,
-            "warm_start": [[list(g), origin] for g, origin in self._warm_start],
-            "strategy_state": self._strategy_state(),
-            "shape_descent": None
-            if self.shape_descent is None
-            else self.shape_descent.model_dump(),
-        }
-
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any], *, space: SearchSpace | None = None) -> Engine:
-        """Rebuild an engine from `get_state()` output (of any strategy whose module is
-        imported: `ciq_tune.engine` imports them all)."""
-        if state.get("schema") != STATE_SCHEMA:
-            raise StateError(
-                f"engine state has schema {state.get('schema')!r}; this version reads "
-                f"{STATE_SCHEMA}"
-            )
-        strategy = _strategies().get(state.get("strategy", ""))
-        if strategy is None:
-            raise StateError(f"engine state names unknown strategy {state.get('strategy')!r}")
-        engine = strategy(
-            space if space is not None else SearchSpace.from_dict(state["space"]),
-            [Objective(**o) for o in state["objectives"]],
-            config=strategy.config_model(**state["config"]),
-            budget=Budget(**state["budget"]),
-            seed=state["seed"],
-        )
-        engine._load_state(state)
-        return engine
-
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        self.rng.bit_generator.state = state["rng"]
-        self.generation = state["generation"]
-        self._queue = [Candidate.from_json(c) for c in state["queue"]]
-        self._pending = {c.id: c for c in map(Candidate.from_json, state["pending"])}
-        self._records = [EvaluationRecord.from_json(r) for r in state["records"]]
-        by_id = {r.candidate_id: r for r in self._records}
-        self._population = [by_id[i] for i in state["population"]]
-        proposed = [(r.genes, r.key) for r in self._records]
-        proposed += [(c.genes, c.key) for c in [*self._queue, *self._pending.values()]]
-        self.proposals.restore(proposed, state["next_id"])
-        self._front = []
-        for record in self._records:
-            if record.ok:
-                self._is_improvement(record)
-        self._generation_ok = state["generation_ok"]
-        self._generation_created = state["generation_created"]
-        self._refills = state["refills"]
-        self._stagnant = state["stagnant"]
-        self._improved = state["improved"]
-        self._started = state["started"]
-        self._exhausted = state["exhausted"]
-        self._elapsed_before = state["elapsed_s"]
-        self._clock_start = time.monotonic()
-        self._warm_start = [(tuple(g), origin) for g, origin in state["warm_start"]]
-        descent = state.get("shape_descent")
-        self.shape_descent = None if descent is None else ShapeDescent(**descent)
-        self._load_strategy_state(state.get("strategy_state", {}))
-
     # -- the loop ------------------------------------------------------------------------------
     def _refill_queue(self) -> None:
         with _BLAS.limit(limits=1, user_api="blas"):
             self._fill_queue()
 
     def _fill_queue(self) -> None:
-        if not self._started:
-            self._started = True
+        if not self.loop.started:
+            self.loop.started = True
             self._start_generation(self._first_generation())
         elif self.config.steady_state:
             if len(self._population) >= 2:
@@ -402,15 +300,15 @@ class Engine:
     def _end_generation(self) -> None:
         """All candidates of the generation are told: refill it or move to the next one."""
         enough = math.ceil(self.config.min_pass_fraction * self.config.pool_size)
-        if self._generation_ok < enough and self._refills < self.config.max_refills:
-            self._refills += 1
-            missing = self.config.pool_size - self._generation_ok
+        if self.loop.generation_ok < enough and self.loop.refills < self.config.max_refills:
+            self.loop.refills += 1
+            missing = self.config.pool_size - self.loop.generation_ok
             self._queue.extend(self._variation_or_random(missing))
             if self._queue:
                 return
         current = [r for r in self._records if r.generation == self.generation and r.ok]
         self._population = self._survive(self._population + current, self._n_survivors())
-        self._close_generation()
+        self.loop.close_generation()
         if self.stop_reason is None:
             self._start_generation(self._variation_or_random(self.config.pool_size))
 
@@ -418,20 +316,13 @@ class Engine:
         if record.ok:
             self._population = self._survive([*self._population, record], self._n_survivors())
         if len(self._records) % self.config.pool_size == 0:
-            self._close_generation()
-
-    def _close_generation(self) -> None:
-        self._stagnant = 0 if self._improved else self._stagnant + 1
-        self._improved = False
-        self.generation += 1
-        self._generation_ok = 0
-        self._refills = 0
+            self.loop.close_generation()
 
     def _start_generation(self, candidates: list[Candidate]) -> None:
-        self._generation_created = len(candidates)
+        self.loop.generation_created = len(candidates)
         self._queue.extend(candidates)
         if not candidates:
-            self._exhausted = True
+            self.loop.exhausted = True
 
     def _first_generation(self) -> list[Candidate]:
         return self._first_design(self.config.pool_size, self.first_sampling)
@@ -497,7 +388,7 @@ class Engine:
             if candidate is None:
                 candidate = self._unseen_random()
             if candidate is None:
-                self._exhausted = True
+                self.loop.exhausted = True
                 break
             out.append(candidate)
         return out
@@ -679,15 +570,3 @@ def _objectives(objectives: Sequence[Objective | str]) -> list[Objective]:
     if len(set(names)) != len(names):
         raise EngineError(f"objective names must be unique, got {names}")
     return parsed
-
-
-def _strategies() -> dict[str, type[Engine]]:
-    """Every subclass of `Engine` that names its strategy (`Engine.name`), by that name."""
-    found: dict[str, type[Engine]] = {}
-    stack = [Engine]
-    while stack:
-        for sub in stack.pop().__subclasses__():
-            if "name" in vars(sub):
-                found.setdefault(sub.name, sub)
-            stack.append(sub)
-    return found

@@ -88,7 +88,7 @@ class Exhaustive(Engine):
         while len(out) < n:
             row = next(self._rows, None)
             if row is None:
-                self._exhausted = True
+                self.loop.exhausted = True
                 break
             self._next_row = row[0] + 1
             candidate = self._make_candidate(row[1], "random")

@@ -142,7 +142,7 @@ class ScreenedGA(ProcessRankedGA):
                 order = order[seeded[order]]
             pick = int(order[int(np.argmax(gap[order]))])
             if gap[pick] == 0.0:  # every listed configuration is in the design
-                self._exhausted = True
+                self.loop.exhausted = True
                 break
             gap = np.minimum(gap, np.linalg.norm(X - X[pick], axis=1))
             picked = self._make_candidate(self._listed[pick], "random")
@@ -157,7 +157,7 @@ class ScreenedGA(ProcessRankedGA):
         self._promote_descent()
         out: list[Candidate] = []
         rate: float | None = None
-        if self._stagnant >= config.explore_after:
+        if self.loop.stagnant >= config.explore_after:
             rate = config.wide_explore_share if wide else config.explore_share
         converged = wide and self._converged()
         if converged:

@@ -251,13 +251,13 @@ def test_tune_writes_and_prints_the_reset_parameters(
     import numpy as np
     import yaml
 
-    from ciq_tune.cli._outputs import write_outputs
     from ciq_tune.controls.simplify import validate_and_simplify
     from ciq_tune.results import EvaluationRecord
     from ciq_tune.results import Objective
     from ciq_tune.results import SearchResults
     from ciq_tune.validation import ValidationConfig
     from objectives import load_description
+    from searchers.run.outputs import write_outputs
 
     desc = load_description(Path(__file__).parents[2] / "examples/kernels/cuda/saxpy.yaml")
     baseline = {"params": {"BLOCK": 256, "ITEMS": 1}, "controls": {"nvcc": {}}}

@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 import ciq_tune.space as ss
-from ciq_tune.cli._run import default_budget
 from objectives import load_description
 from objectives.matrix import descent_shapes
 from searchers.local_search import config_key
 from searchers.local_search import kernel_engine
 from searchers.local_search import search_locally
+from searchers.run.setup import default_budget
 from tests.objectives.data.row_scale_description import row_scale_description
 
 LLM_MATRIX = Path(__file__).parents[2] / "examples/kernels/triton/matmul_llm.yaml"

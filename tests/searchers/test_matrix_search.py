@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ciq_tune.cli import _matrix
 from ciq_tune.cli import main
 from ciq_tune.runtime import load
+from searchers.run import matrix as run_matrix
 from tests.objectives.data.row_scale_description import row_scale_description
 from tests.searchers.sigint import SigintAtFirstResult
 from tests.searchers.sigint import interrupted_tune
@@ -156,13 +156,13 @@ def test_ctrl_c_keeps_the_matrix_searchs_evaluations_and_exits_130(
     args += ["--runtime", "ray"]
     # Ctrl+C as the first trial completes (Tune's own files show up late).
     sigint = SigintAtFirstResult()
-    run_config = _matrix._run_config
+    run_config = run_matrix._run_config
 
     def with_sigint(*given: Any) -> Any:
         config = run_config(*given)
         return dataclasses.replace(config, callbacks=[*(config.callbacks or []), sigint])
 
-    monkeypatch.setattr(_matrix, "_run_config", with_sigint)
+    monkeypatch.setattr(run_matrix, "_run_config", with_sigint)
     assert main(["tune", str(description), *args]) == 130
     assert sigint.sent
     printed = capsys.readouterr().out

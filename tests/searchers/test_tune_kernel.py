@@ -24,7 +24,7 @@ y = torch.empty_like(x)
 tuned = ciq_tune.tune_kernel(
     kernel, y, y.stride(0), x, x.stride(0), w, 40, 1e-6, grid=(4,),
     params={"num_warps": {"ordinal": [1, 2, 4], "default": 4}}, budget=3, out=sys.argv[1],
-    options=["--num-cpus", "2", "--tracking", "none", "--validate-top", "0"],
+    options={"num_cpus": 2, "tracking": "none", "validate_top": 0},
 )
 json.dump(tuned.config_for({"Y_ptr_dim0": 4, "Y_ptr_dim1": 40}), sys.stdout)
 """

@@ -1,50 +1,52 @@
-"""`ciq-tune tune DESCRIPTION --stages`: kernel parameters first, then the description's compiler
-controls on the best few parameter sets (`searchers.staged`), with `tune`'s outputs."""
+"""A staged run (`ciq-tune tune DESCRIPTION --stages`): kernel parameters first, then the
+description's compiler controls on the best few parameter sets (`searchers.staged`), with the
+outputs of a run of one description."""
 
 from __future__ import annotations
 
-import argparse
 import time
 from typing import TYPE_CHECKING
 from typing import Any
 
-from ciq_tune.cli._interrupt import graceful_interrupt
-from ciq_tune.cli._interrupt import report_interrupted
-from ciq_tune.cli._interrupt import write_evaluations
-from ciq_tune.cli._outputs import write_outputs
-from ciq_tune.cli._run import progress_callbacks
-from ciq_tune.cli._run import ray_init
-from ciq_tune.cli._run import require_gpu_for_cuda
-from ciq_tune.cli._run import validate_best
-from ciq_tune.cli._run import validation_config
-from ciq_tune.cli._run import with_vendor_files
-from ciq_tune.cli._run import write_run_settings
 from ciq_tune.errors import CiqTuneError
+from searchers.run.interrupt import graceful_interrupt
+from searchers.run.interrupt import report_interrupted
+from searchers.run.interrupt import write_evaluations
+from searchers.run.outputs import write_outputs
+from searchers.run.setup import progress_callbacks
+from searchers.run.setup import ray_init
+from searchers.run.setup import require_gpu_for_cuda
+from searchers.run.setup import with_vendor_files
+from searchers.run.setup import write_run_settings
+from searchers.run.validate import validate_best
+from searchers.run.validate import validation_config
 
 if TYPE_CHECKING:
     from ray import tune
 
     from ciq_tune.validation import SearchValidation
     from objectives.description import KernelDescription
+    from searchers.run.options import TuneOptions
     from searchers.staged import StagedRun
 
 
-def check_staged_args(args: argparse.Namespace) -> None:
+def check_staged_options(options: TuneOptions) -> None:
     """`--stages` runs one plain search: refuse what it cannot honour, before Ray starts."""
-    if len(args.description) > 1 or args.shapes:
+    if options.is_campaign:
         raise CiqTuneError(
             "`--stages` tunes one description (a campaign of several descriptions or "
             "`--shapes` runs plain searches); give one DESCRIPTION without --shapes"
         )
-    if args.search_timeout is not None:
+    if options.search_timeout is not None:
         raise CiqTuneError("`--search-timeout` applies to campaigns, not to `--stages`")
-    if args.benchmark == "per-gpu":
+    if options.benchmark == "per-gpu":
         raise CiqTuneError(
             "`--stages` times candidates in each trial's worker: use `--benchmark in-trial` or auto"
         )
-    if args.budget < 2:
+    if options.evaluations < 2:
         raise CiqTuneError(
-            f"`--stages` needs `--budget` >= 2 (one evaluation per stage), got {args.budget}"
+            "`--stages` needs `--budget` >= 2 (one evaluation per stage), got "
+            f"{options.evaluations}"
         )
 
 
@@ -66,7 +68,7 @@ def check_staged_description(desc: KernelDescription) -> None:
         )
 
 
-def tune_staged_command(args: argparse.Namespace) -> int:
+def tune_staged(options: TuneOptions) -> int:
     """Run `staged_search` on one description and write `tune`'s outputs (evaluations of both
     stages, origin `stage1_params`/`stage2_controls`), plus a line on what the controls added."""
     from objectives import load_description
@@ -74,10 +76,9 @@ def tune_staged_command(args: argparse.Namespace) -> int:
     from objectives import measurement_is_exact
     from objectives import starting_points
 
-    check_staged_args(args)
-    args.description = args.description[0]
-    settings = validation_config(args.validate_repetitions, args.simplify_params)
-    desc = with_vendor_files(load_description(args.description), args.vendor_controls)
+    check_staged_options(options)
+    settings = validation_config(options.validate_repetitions, options.simplify_params)
+    desc = with_vendor_files(load_description(options.description), options.vendor_controls)
     check_staged_description(desc)
     # The baseline: stage 1's first point, the parameters' defaults with the compilers' defaults.
     params_desc = desc.model_copy(update={"controls": {}})
@@ -91,48 +92,48 @@ def tune_staged_command(args: argparse.Namespace) -> int:
     from searchers.staged import staged_results
     from searchers.staged import staged_search
 
-    args.out.mkdir(parents=True, exist_ok=True)
+    options.out.mkdir(parents=True, exist_ok=True)
     # run.json names the description for `ciq-tune verify`; `resume` refuses a staged run.
-    write_run_settings(args)
+    write_run_settings(options)
     # As `_tune`: noise-aware unless a fresh evaluation reproduces the metric exactly; no
     # convergence stop.
     noise = None if measurement_is_exact(desc) else NoiseSettings(patience=0)
-    started_ray = ray_init(args.address, args.num_cpus, args.verbose)
+    started_ray = ray_init(options.address, options.num_cpus, options.verbose)
     # One progress line over both stages' evaluations (stage 2 gets what stage 1 left).
-    progress = progress_callbacks(desc, args.budget, args.quiet)
+    progress = progress_callbacks(desc, options.evaluations, options.quiet)
     try:
         require_gpu_for_cuda(desc.kind, int(ray.cluster_resources().get("GPU", 0)))
         started = time.perf_counter()
         with graceful_interrupt(interrupt_tune_run) as interrupt:
             staged = staged_search(
                 desc,
-                budget=args.budget,
-                seed=args.seed,
+                budget=options.evaluations,
+                seed=options.seed,
                 run_config=lambda stage: _run_config(
-                    args, desc, stage, [*progress, StopRequested(lambda: interrupt.received)]
+                    options, desc, stage, [*progress, StopRequested(lambda: interrupt.received)]
                 ),
-                trials_per_gpu=args.trials_per_gpu or 1,
+                trials_per_gpu=options.trials_per_gpu or 1,
                 noise=noise,
                 proceed=lambda: not interrupt.received,
             )
         results = staged_results(staged, desc.metric, desc.mode)
-        write_evaluations(args.out, results)
+        write_evaluations(options.out, results)
         if interrupt.received:
             return report_interrupted(
-                args.out, results, "a staged search does not resume: run it again"
+                options.out, results, "a staged search does not resume: run it again"
             )
         _print_stages(staged, time.perf_counter() - started)
-        validation = validate_best(desc, results, baseline, args.validate_top, settings)
+        validation = validate_best(desc, results, baseline, options.validate_top, settings)
     finally:
         if started_ray:
             ray.shutdown()
-    status = write_outputs(args.out, desc, results, None, [baseline], validation)
+    status = write_outputs(options.out, desc, results, None, [baseline], validation)
     print(controls_added(staged, validation, desc.metric, desc.mode))
     return status
 
 
 def _run_config(
-    args: argparse.Namespace, desc: KernelDescription, stage: str, callbacks: list[Any]
+    options: TuneOptions, desc: KernelDescription, stage: str, callbacks: list[Any]
 ) -> tune.RunConfig:
     """Each stage's RunConfig: `tune`'s tracking (one run per stage), the progress line and the
     Ctrl+C hand-over (`callbacks`)."""
@@ -144,11 +145,11 @@ def _run_config(
     name = f"{desc.name}_{stage}"
     return tune.RunConfig(
         name=name,
-        storage_path=str(args.out.resolve() / "ray"),
+        storage_path=str(options.out.resolve() / "ray"),
         verbose=0,
         callbacks=[
             *tracking_callbacks(
-                TrackingConfig(backend=args.tracking), run_dir=args.out, search_name=name
+                TrackingConfig(backend=options.tracking), run_dir=options.out, search_name=name
             ),
             *callbacks,
         ],

@@ -1,23 +1,23 @@
-"""`ciq-tune tune` of a description with `shapes`: one search over the whole matrix, each
-evaluation a configuration at every shape, then each bucket's winner re-measured."""
+"""A run of a description with `shapes`: one search over the whole matrix, each evaluation a
+configuration at every shape, then each bucket's winner re-measured; on Ray Tune trials or on
+this machine's worker processes."""
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING
 from typing import Any
 
-from ciq_tune.cli._interrupt import graceful_interrupt
-from ciq_tune.cli._interrupt import report_kept
-from ciq_tune.cli._outputs import relative_path
-from ciq_tune.cli._run import SEARCH_STATE
-from ciq_tune.cli._run import VALIDATE_TOP
-from ciq_tune.cli._run import benchmark_pool
-from ciq_tune.cli._run import place_trials
-from ciq_tune.cli._run import print_local_throughput
-from ciq_tune.cli._run import ray_init
-from ciq_tune.cli._run import search_budget
-from ciq_tune.cli._run import write_run_settings
+from searchers.run.interrupt import graceful_interrupt
+from searchers.run.interrupt import report_kept
+from searchers.run.options import VALIDATE_TOP
+from searchers.run.outputs import relative_path
+from searchers.run.setup import SEARCH_STATE
+from searchers.run.setup import benchmark_pool
+from searchers.run.setup import place_trials
+from searchers.run.setup import print_local_throughput
+from searchers.run.setup import ray_init
+from searchers.run.setup import search_budget
+from searchers.run.setup import write_run_settings
 
 if TYPE_CHECKING:
     from ray import tune
@@ -29,14 +29,15 @@ if TYPE_CHECKING:
     from searchers.local_search import LocalWorkers
     from searchers.matrix_search import MatrixSearch
     from searchers.matrix_search import MatrixSettings
+    from searchers.run.options import TuneOptions
 
 EVALUATIONS = "evaluations.csv"
 """The matrix search's evaluations table: one row per configuration, its metric at each shape
 in columns ``<metric>@<i>`` (shapes in description order)."""
 
 
-def tune_matrix_command(
-    args: argparse.Namespace,
+def tune_matrix_description(
+    options: TuneOptions,
     desc: KernelDescription,
     settings: ValidationConfig,
     writer: MlflowWriter | None = None,
@@ -55,43 +56,44 @@ def tune_matrix_command(
     from searchers.matrix_search import write_matrix_table
 
     if restored is None:
-        strategy, budget = search_budget(args, make_search_space(desc.at_shape(desc.matrix()[0])))
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_run_settings(args)
+        first_shape = desc.at_shape(desc.matrix()[0])
+        strategy, budget = search_budget(options, make_search_space(first_shape))
+        options.out.mkdir(parents=True, exist_ok=True)
+        write_run_settings(options)
     else:
         strategy, budget = "auto", int(restored.budget.max_evaluations or 0)
     matrix_settings = MatrixSettings(
         budget=budget,
-        seed=args.seed,
-        validate_top=VALIDATE_TOP if args.validate_top is None else args.validate_top,
+        seed=options.seed,
+        validate_top=VALIDATE_TOP if options.validate_top is None else options.validate_top,
         validation=settings,
         strategy=strategy,
     )
     try:
         if local is not None:
-            search = _tune_locally(args, desc, matrix_settings, writer, local, restored)
+            search = _tune_locally(options, desc, matrix_settings, writer, local, restored)
         else:
-            search = _tune_on_ray(args, desc, matrix_settings, writer)
+            search = _tune_on_ray(options, desc, matrix_settings, writer)
     except MatrixInterrupted as stopped:
-        write_matrix_table(args.out / EVALUATIONS, desc, stopped.results, stopped.shapes)
+        write_matrix_table(options.out / EVALUATIONS, desc, stopped.results, stopped.shapes)
         records = stopped.results.records
         return report_kept(
             len(records),
             sum(1 for r in records if r.ok),
-            f"{args.out / EVALUATIONS} (no controls file)",
-            f"continue with `ciq-tune resume {args.out}`"
+            f"{options.out / EVALUATIONS} (no controls file)",
+            f"continue with `ciq-tune resume {options.out}`"
             if local is not None
             else "a multi-shape search on Ray does not resume: run `ciq-tune tune` again",
         )
-    write_matrix_table(args.out / EVALUATIONS, desc, search.results, search.shapes)
+    write_matrix_table(options.out / EVALUATIONS, desc, search.results, search.shapes)
     for outcome in search.outcomes:
         print(
             f"{outcome.group.label()}: {desc.metric} baseline {_fmt(outcome.baseline_values)} "
             f"-> {_fmt(outcome.winner_values)} (search values); validation "
             f"{outcome.validation.outcome}"
         )
-    record = controls_record(desc, search.outcomes, source=relative_path(desc.source, args.out))
-    path = cf.write(args.out / f"{desc.name}.controls.yaml", record)
+    record = controls_record(desc, search.outcomes, source=relative_path(desc.source, options.out))
+    path = cf.write(options.out / f"{desc.name}.controls.yaml", record)
     print(
         f"{len(search.results.records)} evaluations of {matrix_metric(desc)}, each at "
         f"{len(desc.matrix())} shapes (L2 {desc.l2}), {len(search.outcomes)} buckets; wrote {path}"
@@ -100,7 +102,7 @@ def tune_matrix_command(
 
 
 def _tune_on_ray(
-    args: argparse.Namespace,
+    options: TuneOptions,
     desc: KernelDescription,
     settings: MatrixSettings,
     writer: MlflowWriter | None,
@@ -114,14 +116,14 @@ def _tune_on_ray(
     from searchers.matrix_search import on_ray
     from searchers.matrix_search import tune_matrix
 
-    started_ray = ray_init(args.address, args.num_cpus, args.verbose)
+    started_ray = ray_init(options.address, options.num_cpus, options.verbose)
     pool = None
     try:
-        pool = benchmark_pool(desc.kind, args.benchmark)
-        placement = place_trials(desc.kind, args.trials_per_gpu, staged=pool is not None)
+        pool = benchmark_pool(desc.kind, options.benchmark)
+        placement = place_trials(desc.kind, options.trials_per_gpu, staged=pool is not None)
         with graceful_interrupt(interrupt_tune_run) as interrupt:
             stop = StopRequested(lambda: interrupt.received)
-            run_config = _run_config(args, desc.name, stop, writer)
+            run_config = _run_config(options, desc.name, stop, writer)
             search = on_ray(desc, settings, placement, run_config)
             return tune_matrix(
                 desc, settings, search, benchmark=pool, proceed=lambda: not interrupt.received
@@ -134,7 +136,7 @@ def _tune_on_ray(
 
 
 def _tune_locally(
-    args: argparse.Namespace,
+    options: TuneOptions,
     desc: KernelDescription,
     settings: MatrixSettings,
     writer: MlflowWriter | None,
@@ -158,8 +160,8 @@ def _tune_locally(
         desc,
         metric,
         settings.budget,
-        args.quiet,
-        args.tracking,
+        options.quiet,
+        options.tracking,
         writer,
         done_before=0 if restored is None else len(restored.records),
     )
@@ -186,10 +188,10 @@ def _tune_locally(
                 workers=local.slots,
                 on_result=on_result,
                 stop=lambda: interrupt.received,
-                checkpoint=args.out / SEARCH_STATE,
+                checkpoint=options.out / SEARCH_STATE,
                 keep=[*(f"{desc.metric}@{i}" for i in range(len(desc.matrix()))), HELION_CONFIG],
             )
-            print_local_throughput(done, local.benchmark, started=getattr(args, "started", None))
+            print_local_throughput(done, local.benchmark, started=options.started)
             return done.results, done.rows
 
         return tune_matrix(
@@ -202,7 +204,7 @@ def _tune_locally(
 
 
 def _run_config(
-    args: argparse.Namespace, name: str, stop: tune.Callback, writer: MlflowWriter | None
+    options: TuneOptions, name: str, stop: tune.Callback, writer: MlflowWriter | None
 ) -> tune.RunConfig:
     """The search's RunConfig: `tune`'s tracking (through the command's started `writer`) and
     the Ctrl+C hand-over (`stop`)."""
@@ -212,12 +214,12 @@ def _run_config(
     from searchers.tracking import tracking_callbacks
 
     callbacks = tracking_callbacks(
-        TrackingConfig(backend=args.tracking),
-        run_dir=args.out,
+        TrackingConfig(backend=options.tracking),
+        run_dir=options.out,
         search_name=name,
         started_writer=writer,
     )
-    storage = str(args.out.resolve() / "ray")
+    storage = str(options.out.resolve() / "ray")
     return tune.RunConfig(name=name, storage_path=storage, verbose=0, callbacks=[*callbacks, stop])
 
 

@@ -8,14 +8,13 @@ with no description file to write.
 The kernel is launched once on the arguments under `ciq_tune.capture`, which writes its
 description (OUT/<kernel>.yaml: the shapes, strides and scalars of that launch, the kernel as
 shipped as the reference); `params` replaces the captured space. Then ``ciq-tune tune`` runs on
-that file as from the command line, with the same searches and outputs, so the description can
-be kept, edited and tuned again from the CLI or CI.
+that file (`searchers.run.tune`, as ``ciq-tune tune`` runs it), with the same searches and
+outputs, so the description can be kept, edited and tuned again from the CLI or CI.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ def tune_kernel(
     params: Mapping[str, Any] | None = None,
     budget: int = 50,
     out: str | Path = "ciq-tune-out",
-    options: Sequence[str] = (),
+    options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Any:
     """Tune `kernel` (a ``@triton.jit`` function, possibly under its own autotune/heuristics) on
@@ -47,15 +46,17 @@ def tune_kernel(
         budget: Evaluations (``--budget``).
         out: The output folder: the description, the controls file and everything ``tune``
             writes.
-        options: More ``ciq-tune tune`` options, e.g. ``["--num-cpus", "2"]``.
+        options: More options of the run, fields of `searchers.run.TuneOptions`, e.g.
+            ``{"num_cpus": 2, "validate_top": 0}``.
 
     Raises:
         CiqTuneError: the capture or the search failed (its one-line reason).
     """
-    from ciq_tune.cli import main
     from ciq_tune.runtime import load
     from objectives.capture import capture
     from objectives.capture import describe
+    from searchers.run.dispatch import tune
+    from searchers.run.options import TuneOptions
 
     with capture("*") as recorder:
         kernel[grid](*args, **kwargs)
@@ -69,7 +70,8 @@ def tune_kernel(
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{launches.name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    status = main(["tune", str(path), "--budget", str(budget), "--out", str(folder), *options])
+    run = TuneOptions(descriptions=(path,), budget=budget, out=folder, **(options or {}))
+    status = tune(run)
     if status != 0:
-        raise CiqTuneError(f"ciq-tune tune {path} exited {status} (its message is above)")
+        raise CiqTuneError(f"the run of {path} ended with status {status} (its message is above)")
     return load(folder / f"{launches.name}.controls.yaml")

@@ -1,0 +1,191 @@
+"""One description's search to its outputs: on Ray Tune trials (`search_on_ray`) or on this
+machine's worker processes (`search_on_workers`, and `run_local_search` that `resume` goes on
+with); each ends with the top-k validation and the outputs folder."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+
+from searchers.run.interrupt import graceful_interrupt
+from searchers.run.interrupt import report_interrupted
+from searchers.run.interrupt import write_evaluations
+from searchers.run.outputs import write_outputs
+from searchers.run.setup import SEARCH_STATE
+from searchers.run.setup import benchmark_pool
+from searchers.run.setup import place_trials
+from searchers.run.setup import print_local_throughput
+from searchers.run.setup import print_throughput
+from searchers.run.setup import progress_callbacks
+from searchers.run.setup import ray_init
+from searchers.run.setup import require_gpu_for_cuda
+from searchers.run.setup import search_budget
+from searchers.run.setup import write_run_settings
+from searchers.run.validate import served_measure_of
+from searchers.run.validate import validate_best
+
+if TYPE_CHECKING:
+    from ciq_tune.results import SearchResults
+    from ciq_tune.tracking import MlflowWriter
+    from ciq_tune.validation import ValidationConfig
+    from searchers.local_search import LocalWorkers
+    from searchers.run.options import TuneOptions
+
+
+def search_on_ray(
+    options: TuneOptions,
+    desc: Any,
+    space: Any,
+    points: list[Any],
+    settings: ValidationConfig,
+    writer: MlflowWriter | None,
+    earlier: SearchResults | None = None,
+) -> int:
+    """One description's search on Ray (its arguments and files known to be good), its
+    validation and outputs; `earlier`: the run `transfer_from` names."""
+    # Ray is imported once the arguments and files are known to be good (it takes seconds).
+    import ray
+    from ray import tune
+
+    from ciq_tune.tracking import TrackingConfig
+    from searchers.interrupt import StopRequested
+    from searchers.interrupt import interrupt_tune_run
+    from searchers.kernel_search import kernel_trainable
+    from searchers.kernel_search import kernel_tuner
+    from searchers.tracking import tracking_callbacks
+
+    strategy, budget = search_budget(options, space)
+    write_run_settings(options)
+    started_ray = ray_init(options.address, options.num_cpus, options.verbose)
+    pool = None
+    try:
+        pool = benchmark_pool(desc.kind, options.benchmark)
+        placement = place_trials(desc.kind, options.trials_per_gpu, staged=pool is not None)
+        require_gpu_for_cuda(desc.kind, int(ray.cluster_resources().get("GPU", 0)))
+        with graceful_interrupt(interrupt_tune_run) as interrupt:
+            tuner, searcher = kernel_tuner(
+                kernel_trainable(desc, benchmark=pool),
+                placement,
+                space=space,
+                metric=desc.metric,
+                mode=desc.mode,
+                max_evaluations=budget,
+                strategy=strategy,
+                seed=options.seed,
+                points_to_evaluate=points,
+                transfer_from=earlier,
+                run_config=tune.RunConfig(
+                    name=desc.name,
+                    storage_path=str(options.out.resolve() / "ray"),
+                    verbose=0,
+                    callbacks=[
+                        *tracking_callbacks(
+                            TrackingConfig(backend=options.tracking),
+                            run_dir=options.out,
+                            search_name=desc.name,
+                            started_writer=writer,
+                        ),
+                        *progress_callbacks(desc, budget, options.quiet),
+                        # A Ctrl+C before Tune's loop listens for a stop is handed over here.
+                        StopRequested(lambda: interrupt.received),
+                    ],
+                ),
+            )
+            started = time.perf_counter()
+            grid = tuner.fit()
+        write_evaluations(options.out, searcher.results())
+        if interrupt.received:
+            return report_interrupted(options.out, searcher.results())
+        print_throughput(grid, time.perf_counter() - started, placement)
+        # Re-measured on the servers that timed the search, with its protocol.
+        measure = None if pool is None else served_measure_of(desc, pool)
+        validation = validate_best(
+            desc, searcher.results(), points[0], options.validate_top, settings, measure=measure
+        )
+    finally:
+        if pool is not None:
+            pool.shutdown()
+        if started_ray:
+            ray.shutdown()
+    return write_outputs(options.out, desc, searcher.results(), grid, points, validation)
+
+
+def search_on_workers(
+    options: TuneOptions,
+    desc: Any,
+    space: Any,
+    points: list[Any],
+    settings: ValidationConfig,
+    writer: MlflowWriter | None,
+    local: LocalWorkers,
+    earlier: SearchResults | None = None,
+) -> int:
+    """One description's search on this machine's worker processes (`runtime` local), its
+    validation and outputs; `earlier`: the run `transfer_from` names."""
+    from searchers.local_search import kernel_engine
+
+    strategy, budget = search_budget(options, space)
+    write_run_settings(options)
+    engine = kernel_engine(
+        space=space,
+        metric=desc.metric,
+        mode=desc.mode,
+        budget=budget,
+        seed=options.seed,
+        points_to_evaluate=points,
+        workers=local.slots,
+        strategy=strategy,
+        transfer_from=earlier,
+    )
+    return run_local_search(options.out, desc, engine, points[0], local, options, settings, writer)
+
+
+def run_local_search(
+    out: Path,
+    desc: Any,
+    engine: Any,
+    baseline: Any,
+    local: LocalWorkers,
+    options: TuneOptions,
+    settings: ValidationConfig,
+    writer: MlflowWriter | None,
+) -> int:
+    """A local search of one description to the end of `engine`'s budget (new, or restored by
+    `resume`), its validation and `tune`'s outputs in `out`; a Ctrl+C keeps the evaluations and
+    the engine's state (`resume` continues it)."""
+    from searchers.local_search import local_callbacks
+    from searchers.local_search import local_trainable
+    from searchers.local_search import search_locally
+
+    print(f"placement: {desc.kind}: {local.slots} evaluation(s) at a time on this machine")
+    budget = int(engine.budget.max_evaluations or 0)
+    on_result = local_callbacks(
+        desc,
+        desc.metric,
+        budget,
+        options.quiet,
+        options.tracking,
+        writer,
+        done_before=len(engine.records),
+    )
+    with graceful_interrupt() as interrupt:
+        search = search_locally(
+            local_trainable(desc, local.benchmark),
+            engine,
+            metric=desc.metric,
+            workers=local.slots,
+            on_result=on_result,
+            stop=lambda: interrupt.received,
+            checkpoint=out / SEARCH_STATE,
+        )
+    write_evaluations(out, search.results)
+    if interrupt.received:
+        return report_interrupted(out, search.results)
+    print_local_throughput(search, local.benchmark, started=options.started)
+    measure = None if local.benchmark is None else served_measure_of(desc, local.benchmark)
+    validation = validate_best(
+        desc, search.results, baseline, options.validate_top, settings, measure=measure
+    )
+    return write_outputs(out, desc, search.results, None, [baseline], validation)
