@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,26 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
-from ciq_tune.controls import controls_file as cf
-from ciq_tune.controls.matrix import Matrix
-from ciq_tune.controls.matrix import MatrixEntry
-from ciq_tune.controls.matrix import ShapeResult
-from ciq_tune.controls.simplify import validate_and_simplify
 from ciq_tune.errors import CiqTuneError
-from ciq_tune.errors import MeasurementError
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
 from ciq_tune.space import SearchSpace
-from ciq_tune.validation import RoundCounter
 from ciq_tune.validation import SearchValidation
 from ciq_tune.validation import ValidationConfig
-from objectives import make_measure
 from objectives import make_search_space
 from objectives import make_trainable
-from objectives import measurement_is_exact
 from objectives import starting_points
-from objectives._arrays import arrays_for
-from objectives._bench import timing_sets
 from objectives._stages import Benchmarker
 from objectives.cutoffs import Cutoffs
 from objectives.description import KernelDescription
@@ -45,14 +33,10 @@ from objectives.matrix import bucket_score
 from objectives.matrix import group_shapes
 from objectives.matrix import make_matrix_trainable
 from objectives.matrix import matrix_metric
-from objectives.matrix import relative
-from objectives.matrix import selection_rule
 from objectives.matrix import shape_values
-from objectives.protocol import DEFAULT_PROTOCOL
-from objectives.remeasure import ConfigRounds
-from objectives.served_rounds import SERVED_WARMUP_ROUNDS
-from objectives.served_rounds import served_measure
-from searchers.placement import ray_is_up
+from searchers.matrix_validation import BucketRounds
+from searchers.matrix_validation import config_key
+from searchers.matrix_validation import validate_bucket
 
 if TYPE_CHECKING:
     from ray import tune
@@ -64,9 +48,8 @@ MatrixSearcher = Callable[
     [Trainable, SearchSpace, list[Any]], tuple[SearchResults, dict[str, dict[str, Any]]]
 ]
 """Runs a matrix's search: ``search(trainable, space, starting points) -> (results, rows)``,
-`rows` each evaluation's result dict by `_config_key` of its configuration (`on_ray`, or
+`rows` each evaluation's result dict by `config_key` of its configuration (`on_ray`, or
 `searchers.local_search` on this machine)."""
-Timer = Callable[[], float]
 
 BUCKET_SCORE = "bucket_score"
 """The objective of a bucket's ranking: its weighted geometric mean relative to the baseline."""
@@ -191,7 +174,7 @@ def tune_matrix(
     if proceed is not None and not proceed():
         raise MatrixInterrupted(results, shapes)
     base_values = _values_at(results, shapes, baseline, n)
-    rounds = _Rounds(desc, benchmark)
+    rounds = BucketRounds(desc, benchmark)
     outcomes = []
     started = time.perf_counter()
     for group in groups:
@@ -203,7 +186,7 @@ def tune_matrix(
         # The search's values of the configuration it evaluated (before any simplification).
         searched = outcome.validation.winner
         evaluated = outcome.winner if searched is None else searched.config
-        outcome.helion_config = _helion_config(rows.get(_config_key(evaluated), {}))
+        outcome.helion_config = _helion_config(rows.get(config_key(evaluated), {}))
         winner_values = _values_at(results, shapes, evaluated, n)
         outcome.winner_values = [winner_values[i] for i in group.indices]
         outcomes.append(outcome)
@@ -251,8 +234,8 @@ def on_ray(
 
 
 def trial_metrics(grid: tune.ResultGrid) -> dict[str, dict[str, Any]]:
-    """Each trial's last result, by its configuration (`_config_key`)."""
-    return {_config_key(grid[i].config or {}): grid[i].metrics or {} for i in range(len(grid))}
+    """Each trial's last result, by its configuration (`config_key`)."""
+    return {config_key(grid[i].config or {}): grid[i].metrics or {} for i in range(len(grid))}
 
 
 def per_shape_values(
@@ -262,7 +245,7 @@ def per_shape_values(
     shape failed), read from the trials' results (`trial_metrics`)."""
     n = len(desc.matrix())
     return [
-        shape_values(rows.get(_config_key(r.config), {}), desc.metric, n) for r in results.records
+        shape_values(rows.get(config_key(r.config), {}), desc.metric, n) for r in results.records
     ]
 
 
@@ -276,10 +259,6 @@ def write_matrix_table(
         table[f"{desc.metric}@{index}"] = [row[index] for row in shapes]
     table.to_csv(path, index=False)
     return path
-
-
-def _config_key(config: Any) -> str:
-    return json.dumps(config, sort_keys=True)
 
 
 def _bucket_results(
@@ -320,10 +299,19 @@ def _outcome(
     baseline: dict[str, Any],
     base_values: list[float | None],
     settings: MatrixSettings,
-    rounds: _Rounds,
+    rounds: BucketRounds,
 ) -> BucketOutcome:
     references = [base_values[i] for i in group.indices]
-    validation = _validate(desc, group, results, baseline, references, settings, rounds)
+    validation = validate_bucket(
+        desc,
+        group,
+        results,
+        baseline,
+        references,
+        rounds,
+        top_k=settings.validate_top,
+        config=settings.validation,
+    )
     return BucketOutcome(
         group=group,
         baseline=baseline,
@@ -333,132 +321,6 @@ def _outcome(
         winner_values=[],
         validation=validation,
     )
-
-
-def _validate(
-    desc: KernelDescription,
-    group: ShapeGroup,
-    results: SearchResults,
-    baseline: dict[str, Any],
-    references: list[float | None],
-    settings: MatrixSettings,
-    rounds: _Rounds,
-) -> SearchValidation:
-    """Re-measure a bucket's top candidates against the baseline (as `tune` does for one
-    shape), or say why not."""
-    skip = None
-    if measurement_is_exact(desc):
-        skip = f"{desc.metric} is a compile statistic that a recompile reproduces exactly"
-    elif settings.validate_top < 1:
-        skip = f"switched off (validate_top={settings.validate_top})"
-    elif not any(r.ok and r.config == baseline for r in results.records):
-        skip = "the baseline did not run successfully, so there is nothing to compare with"
-    if skip is not None:
-        return SearchValidation(
-            outcome="skipped", reason=skip, top_k=settings.validate_top, baseline_config=baseline
-        )
-    measure = _BucketMeasure(desc, group, references, rounds.timer)
-    config = settings.validation
-    if rounds.served:
-        config = config.model_copy(update={"warmup": min(config.warmup, SERVED_WARMUP_ROUNDS)})
-    validate = functools.partial(validate_and_simplify, k=settings.validate_top, config=config)
-    return rounds.run(validate, results, measure, baseline)
-
-
-class _Rounds:
-    """Where a matrix's validation rounds run: one round per request on the search's benchmark
-    worker (`objectives.served_rounds`) when it had one; else, on a GPU, rounds in a Ray task
-    that holds it (`objectives.remeasure.ConfigRounds`, the in-trial protocol); else fresh
-    evaluations in the isolated worker (`objectives.make_measure`)."""
-
-    def __init__(self, desc: KernelDescription, benchmark: Benchmarker | None) -> None:
-        self._benchmark = benchmark
-        self.served = benchmark is not None
-        self.counter = RoundCounter()  # the rounds run in this process
-        self._preload = _preload(desc.kind) if benchmark is not None else ()
-        self._gpus = 0
-        if benchmark is None and ray_is_up() and desc.kind != "ptx":
-            import ray
-
-            self._gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
-
-    def timer(self, at: KernelDescription, config: Any) -> Timer:
-        """The rounds of `config` at one shape (built where they run), counted."""
-        timer: Timer
-        if self._benchmark is not None:
-            timer = functools.partial(
-                served_measure(at, self._benchmark, preload=self._preload), config
-            )
-        elif self._gpus and at.metric == "time_ms":
-            sets = timing_sets(
-                at, device="cuda", protocol=DEFAULT_PROTOCOL, arrays=arrays_for(at.kind)
-            )
-            timer = ConfigRounds(at, config, sets, device="cuda", protocol=DEFAULT_PROTOCOL)
-        else:
-            timer = functools.partial(make_measure(at), config)
-        return self.counter.counted(timer)
-
-    def run(self, fn: Callable[..., SearchValidation], *args: Any) -> SearchValidation:
-        """`fn(*args)`: here, or in a Ray task holding a GPU for rounds in this process."""
-        if not self._gpus:
-            return fn(*args)
-        import ray
-
-        task = ray.remote(num_cpus=1, num_gpus=self._gpus)(_call)
-        validation: SearchValidation = ray.get(task.remote(fn, *args))
-        return validation
-
-
-def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    # ray.remote takes functions, not partials: the callable travels as an argument.
-    return fn(*args)
-
-
-def _preload(kind: str) -> tuple[str, ...]:
-    from objectives import benchmark_worker_setup
-
-    return benchmark_worker_setup(kind)[0]
-
-
-class _BucketMeasure:
-    """One fresh measurement of a configuration on a bucket (`validate_search`'s measure): the
-    shape's metric, or the weighted geometric mean of the shapes' metrics relative to the
-    baseline's search values (a fixed scale, so ratios between configurations are those of
-    `bucket_score`). Each shape's rounds come from `timer_for(shape description, config)`
-    (`_Rounds.timer`), built on first use where the measure runs."""
-
-    def __init__(
-        self,
-        desc: KernelDescription,
-        group: ShapeGroup,
-        references: list[float | None],
-        timer_for: Callable[[KernelDescription, Any], Timer],
-    ) -> None:
-        self._shapes = [desc.at_shape(shape) for shape in group.shapes]
-        self._weights = [shape.weight for shape in group.shapes]
-        self._references = references
-        self._timer_for = timer_for
-        self._timers: dict[tuple[str, int], Timer] = {}
-        self._mode = desc.mode
-
-    def _timer(self, config: Any, i: int) -> Timer:
-        key = (_config_key(config), i)
-        if key not in self._timers:
-            self._timers[key] = self._timer_for(self._shapes[i], config)
-        return self._timers[key]
-
-    def __call__(self, config: Any) -> float:
-        values = [self._timer(config, i)() for i in range(len(self._shapes))]
-        if len(values) == 1:
-            return values[0]
-        log_sum = 0.0
-        for at, weight, value, base in zip(
-            self._shapes, self._weights, values, self._references, strict=True
-        ):
-            if value <= 0:
-                raise MeasurementError(f"{at.name}: non-positive {at.metric}={value} at {at.sizes}")
-            log_sum += weight * math.log(relative(value, base or 1.0, self._mode))
-        return math.exp(log_sum / sum(self._weights))
 
 
 def _winner(
@@ -482,95 +344,3 @@ def _winner(
 def _helion_config(metrics: dict[str, Any]) -> dict[str, Any] | None:
     text = metrics.get(HELION_CONFIG)
     return json.loads(text) if isinstance(text, str) else None
-
-
-def matrix_record(desc: KernelDescription, outcomes: list[BucketOutcome]) -> Matrix:
-    """The controls file's `matrix` section of a finished matrix search (entries in the
-    description's shape order; `rendered` is filled in by `controls_file.build`)."""
-    entries = []
-    positions = {s.label(): i for i, s in enumerate(desc.matrix())}
-    for outcome in sorted(outcomes, key=lambda o: positions[o.group.shapes[0].label()]):
-        validation = outcome.validation.to_dict()
-        shapes = [
-            ShapeResult(
-                sizes=shape.sizes,
-                weight=shape.weight,
-                baseline=base,
-                best=best,
-                remeasured=_remeasured(validation) if len(outcome.group.shapes) == 1 else None,
-            )
-            for shape, base, best in zip(
-                outcome.group.shapes,
-                outcome.baseline_values,
-                outcome.winner_values,
-                strict=True,
-            )
-        ]
-        entries.append(
-            MatrixEntry(
-                key=outcome.group.key,
-                params=outcome.winner.get("params", {}),
-                controls=outcome.winner.get("controls", {}),
-                helion_config=outcome.helion_config,
-                shapes=shapes,
-                evaluations=outcome.evaluations,
-                validation=validation,
-            )
-        )
-    return Matrix(selection=selection_rule(desc), metric=desc.metric, entries=entries)
-
-
-def _remeasured(validation: dict[str, Any]) -> dict[str, Any] | None:
-    """The re-measured comparison of the shipped configuration with the baseline, if any."""
-    winner = validation.get("winner")
-    if not isinstance(winner, dict):
-        return None
-    keep = ("verdict", "speedup", "speedup_ci_low", "speedup_ci_high", "p_value")
-    out = {k: winner[k] for k in keep if k in winner}
-    for side in ("baseline", "candidate"):
-        if isinstance(winner.get(side), dict):
-            out[f"{side}_median"] = winner[side].get("median")
-    return out
-
-
-def controls_record(
-    desc: KernelDescription, outcomes: list[BucketOutcome], *, source: str
-) -> cf.ControlsFile:
-    """The controls file of a matrix search. Its top-level `params`/`controls` are those of the
-    heaviest bucket (what `ciq-tune apply` prints without a shape); `matrix` holds them all."""
-    from ciq_tune.controls.controls_file import installed_catalog
-
-    matrix = matrix_record(desc, outcomes)
-    main = max(outcomes, key=lambda o: o.group.weight)
-    names = {n for o in outcomes for n in o.winner.get("controls", {})}
-    # A Triton kernel's file records the Triton it was tuned under, controls or not.
-    names |= {"triton"} if desc.kind == "triton" else set()
-    catalogs = {
-        n: installed_catalog(n, desc.arch, desc.vendor_controls_files(n)) for n in sorted(names)
-    }
-    first = desc.at_shape(main.group.shapes[0])
-    base, best = main.baseline_values[0], main.winner_values[0]
-    sign = 1 if desc.mode == "min" else -1
-    improvement = None
-    if base and best is not None:
-        improvement = round(100.0 * sign * (base - best) / abs(base), 3)
-    return cf.build(
-        kernel=cf.KernelInfo(
-            name=desc.name,
-            kind=desc.kind,
-            source=source,
-            source_sha256=desc.source_sha256(),
-            entry=desc.entry,
-            arch=desc.arch,
-        ),
-        catalogs=catalogs,
-        controls=main.winner.get("controls", {}),
-        params=main.winner.get("params", {}),
-        benchmark=first.benchmark_record(),
-        scores=cf.Scores(
-            baseline=base, best=best if best is not None else math.nan, improvement_pct=improvement
-        ),
-        gpu=cf.detect_gpu() if desc.kind != "ptx" else None,
-        validation=main.validation.to_dict(),
-        matrix=matrix,
-    )

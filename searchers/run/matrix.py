@@ -49,9 +49,9 @@ def tune_matrix_description(
     OUT (`ciq-tune resume`) instead of starting one."""
     from ciq_tune.controls import controls_file as cf
     from objectives import make_search_space
+    from searchers.matrix_record import controls_record
     from searchers.matrix_search import MatrixInterrupted
     from searchers.matrix_search import MatrixSettings
-    from searchers.matrix_search import controls_record
     from searchers.matrix_search import matrix_metric
     from searchers.matrix_search import write_matrix_table
 
