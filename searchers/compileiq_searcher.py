@@ -30,13 +30,13 @@ from ciq_tune.results import result_outcome
 from searchers.ray_domains import converted
 from searchers.ray_domains import has_domains
 from searchers.ray_domains import placeholder_keys
+from searchers.searcher_budget import budget_note
+from searchers.searcher_budget import effective_budget
+from searchers.searcher_budget import warn_if_serial
 
 logger = logging.getLogger(__name__)
 
 SEARCHER_STATE_SCHEMA = 1
-# With no budget and no positive `num_samples` from Tune, the search stops after this many
-# generations without a better result (its convergence stop; it would otherwise never end).
-CONVERGENCE_GENERATIONS = 20
 
 
 class CompileIQSearcher(Searcher):
@@ -63,8 +63,9 @@ class CompileIQSearcher(Searcher):
             limit reached ends the search (Tune then gets `Searcher.FINISHED`). With no limit
             given, the search runs until Tune's `num_samples` (as Ray's other searchers do);
             with `num_samples=-1`, or a `space=` Tune does not report `num_samples` for, it
-            stops after `CONVERGENCE_GENERATIONS` (20) generations without improvement. The
-            budget in force is logged in one line when the search starts.
+            stops after 20 generations without improvement
+            (`searcher_budget.CONVERGENCE_GENERATIONS`). The budget in force is logged in one
+            line when the search starts.
         pool_size: candidates per generation (default: the strategy's).
         engine_config: further strategy settings (`EngineConfig` fields: survivors,
             mutation_prob, crossover_prob, steady_state, …).
@@ -477,48 +478,16 @@ class CompileIQSearcher(Searcher):
         return read_results(self._transfer_from, objectives)
 
     def _effective_budget(self) -> Budget:
-        """The budget given, else Tune's `num_samples`, else the convergence stop."""
-        if any(v is not None for v in self._budget.model_dump().values()):
-            return self._budget
-        if self._num_samples is not None and self._num_samples > 0:
-            return Budget(max_evaluations=self._num_samples)
-        return Budget(stagnation_generations=CONVERGENCE_GENERATIONS)
+        return effective_budget(self._budget, self._num_samples)
 
     def budget_note(self) -> str:
         """One line saying when this search stops (after the engine exists: its pool size)."""
-        given = {k: v for k, v in self._budget.model_dump().items() if v is not None}
         pool = self._engine.config.pool_size if self._engine is not None else None
-        pool_text = f"pool_size={pool}" if pool is not None else "the strategy's pool_size"
-        if given:
-            limits = ", ".join(f"{k}={v}" for k, v in given.items())
-            return f"budget {limits} ({pool_text}); the first limit reached ends the search"
-        if self._num_samples is not None and self._num_samples > 0:
-            return f"budget: Tune's num_samples={self._num_samples} evaluations"
-        return (
-            f"no budget given and Tune's num_samples is {self._num_samples or 'not known'}: "
-            f"the search stops after {CONVERGENCE_GENERATIONS} generations ({pool_text}) "
-            "without improvement; pass max_evaluations= or num_samples for a fixed count"
-        )
+        return budget_note(self._budget, self._num_samples, pool)
 
     def _warn_if_serial(self) -> None:
-        """Warn once when Tune will start this searcher's trials one at a time although the
-        cluster has more CPUs (Tune keeps one pending trial for a custom searcher unless
-        `max_concurrent_trials` is set: trials shorter than a worker's start then never
-        overlap)."""
-        import ray
-
         self._warned_serial = True
-        cpus = int(ray.cluster_resources().get("CPU", 0)) if ray.is_initialized() else 0
-        if cpus > 1:
-            logger.warning(
-                "CompileIQSearcher: Tune starts trials one at a time because "
-                "TuneConfig(max_concurrent_trials=...) is not set, while this cluster has %d "
-                "CPUs (trials overlap only when each outlasts a worker's start); set "
-                "max_concurrent_trials=%d (or the number of trials that fit at once) to run "
-                "them in parallel",
-                cpus,
-                cpus,
-            )
+        warn_if_serial()
 
 
 def _normalise_metric_mode(
