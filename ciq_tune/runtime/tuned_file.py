@@ -115,7 +115,9 @@ class TunedKernel:
 
         Triton's autotuner then times these few configurations once per key value, instead of
         a hand-written list; ``ptx_options`` and ``enable_fp_fusion`` ride in the Config's
-        kwargs, which Triton passes to the launch as compile options.
+        kwargs, which Triton passes to the launch as compile options. Launch options such as
+        ``num_warps`` become the Config's own fields, whether tuned as controls or as kernel
+        parameters (the autotuner launches with the fields, not with kwargs of those names).
         """
         import triton
 
@@ -123,8 +125,10 @@ class TunedKernel:
         for entry in self.matrix.entries:
             options = entry.rendered.get("triton", {})
             options = dict(options) if isinstance(options, dict) else {}
-            fields = {k: options.pop(k) for k in _CONFIG_FIELDS if k in options}
-            configs.append(triton.Config({**entry.params, **options}, **fields))
+            params = dict(entry.params)
+            fields = {k: params.pop(k) for k in _CONFIG_FIELDS if k in params}
+            fields |= {k: options.pop(k) for k in _CONFIG_FIELDS if k in options}
+            configs.append(triton.Config({**params, **options}, **fields))
         return configs
 
     def launcher(
