@@ -206,6 +206,6 @@ def _resume_locally(
                     options, desc, config, writer, local, restored=engine
                 )
             baseline = starting_points(desc, space)[0]
-            return run_local_search(run_dir, desc, engine, baseline, local, options, config, writer)
+            return run_local_search(desc, engine, baseline, local, options, config, writer)
     finally:
         local.close()

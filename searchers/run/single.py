@@ -5,7 +5,6 @@ with); each ends with the top-k validation and the outputs folder."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -139,11 +138,10 @@ def search_on_workers(
         strategy=strategy,
         transfer_from=earlier,
     )
-    return run_local_search(options.out, desc, engine, points[0], local, options, settings, writer)
+    return run_local_search(desc, engine, points[0], local, options, settings, writer)
 
 
 def run_local_search(
-    out: Path,
     desc: Any,
     engine: Any,
     baseline: Any,
@@ -153,7 +151,7 @@ def run_local_search(
     writer: MlflowWriter | None,
 ) -> int:
     """A local search of one description to the end of `engine`'s budget (new, or restored by
-    `resume`), its validation and `tune`'s outputs in `out`; a Ctrl+C keeps the evaluations and
+    `resume`), its validation and the outputs in ``options.out``; a Ctrl+C keeps the evaluations and
     the engine's state (`resume` continues it)."""
     from searchers.local_search import local_callbacks
     from searchers.local_search import local_trainable
@@ -178,14 +176,14 @@ def run_local_search(
             workers=local.slots,
             on_result=on_result,
             stop=lambda: interrupt.received,
-            checkpoint=out / SEARCH_STATE,
+            checkpoint=options.out / SEARCH_STATE,
         )
-    write_evaluations(out, search.results)
+    write_evaluations(options.out, search.results)
     if interrupt.received:
-        return report_interrupted(out, search.results)
+        return report_interrupted(options.out, search.results)
     print_local_throughput(search, local.benchmark, started=options.started)
     measure = None if local.benchmark is None else served_measure_of(desc, local.benchmark)
     validation = validate_best(
         desc, search.results, baseline, options.validate_top, settings, measure=measure
     )
-    return write_outputs(out, desc, search.results, None, [baseline], validation)
+    return write_outputs(options.out, desc, search.results, None, [baseline], validation)
