@@ -180,6 +180,18 @@ assert best["label"] == "toy" and best["x"] * best["y"] <= 200, best
 )
 
 SETUPS: dict[str, Setup] = {
+    "spill-run": Setup(
+        replace=(
+            (
+                'Path("examples/kernels/ptx/spill.yaml")',
+                'Path(REPO_ROOT, "examples/kernels/ptx/spill.yaml")',
+            ),
+        ),
+        provides=("REPO_ROOT",),
+        preamble="REPO_ROOT = str(REPO)\n",
+        check='assert status == 0\nassert (Path("spill-out") / "spill.controls.yaml").exists()\n',
+        needs=("ptxas",),
+    ),
     "toy-tuner": TOY_TUNER,
     "my-project": Setup(
         # The README's `my_project.kernels`: the tests' shipped RMS norm, under that name.
