@@ -25,22 +25,23 @@ import argparse
 import functools
 import json
 import math
-import multiprocessing
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
 import ciq_tune.space as ss
+from bench.script import machine
+from bench.script import run_jobs
+from bench.script import script_parser
+from bench.script import write_report
 from ciq_tune.engine import STRATEGIES
 from ciq_tune.engine import Budget
 from ciq_tune.engine import create_engine
@@ -596,19 +597,13 @@ def markdown(summary: Mapping[str, Any], budget: int) -> str:
                     text_worst += "‡"
                 cells.append(f"{text_med} / {text_worst}")
             pool = f" (pool {row['pool']} seeds)" if "pool" in row else ""
-            lines.append(
-                f"| {name} | {strategy}{pool} | {' | '.join(cells)} | "
-                f"{row['found']}/{row['seeds']} |"
-            )
+            found = f"{row['found']}/{row['seeds']}"
+            lines.append(f"| {name} | {strategy}{pool} | {' | '.join(cells)} | {found} |")
     return "\n".join(lines) + "\n"
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.battery",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser("python -m bench.battery", __doc__)
     parser.add_argument("--seeds", type=int, default=20, help="runs per problem and strategy")
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed, … (split)")
     parser.add_argument(
@@ -667,11 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     ]
     start = time.perf_counter()
-    if args.workers > 1:
-        with multiprocessing.get_context("fork").Pool(args.workers) as pool:
-            runs = list(pool.imap_unordered(_job, jobs))
-    else:
-        runs = [_job(job) for job in jobs]
+    runs = run_jobs(_job, jobs, args.workers)
     summary = summarise(runs, args.budget)
     seconds: dict[str, float] = {}
     for run in runs:
@@ -680,18 +671,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "summary": summary,
         "meta": {
             "command": " ".join(["python -m bench.battery", *(argv or sys.argv[1:])]),
-            "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} CPUs, {args.workers} workers",
+            "machine": f"{machine()}, {args.workers} workers",
             "wall_s": time.perf_counter() - start,
             "cpu_s_per_strategy": seconds,
         },
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1))
-    table = markdown(summary, args.budget)
-    out.with_suffix(".md").write_text(table)
-    print(table)
+    write_report(args.out, report, markdown(summary, args.budget))
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 from ray import tune
 from ray.tune.search import Searcher
@@ -23,34 +24,25 @@ from ciq_tune import CompileIQSearcher
 N_PARAMS = 20
 
 
+def _parameter(i: int) -> tuple[ss.Parameter, Any]:
+    """Parameter `i` in ciq-tune's terms and in Tune's, the same domain: the parameters cycle
+    through an integer range, a category, a flag (passed or not) and a float."""
+    kind = i % 4
+    if kind == 0:
+        return ss.range(1, 64), tune.randint(1, 65)
+    if kind == 1:
+        return ss.choice(["a", "b", "c", "d"]), tune.choice(["a", "b", "c", "d"])
+    if kind == 2:
+        return ss.literal(f"-flag{i}", knockout_prob=0.5), tune.choice([None, f"-flag{i}"])
+    return ss.uniform(0.0, 1.0), tune.uniform(0.0, 1.0)
+
+
 def ciq_space() -> dict:
-    space: dict = {}
-    for i in range(N_PARAMS):
-        kind = i % 4
-        if kind == 0:
-            space[f"p{i}"] = ss.range(1, 64)
-        elif kind == 1:
-            space[f"p{i}"] = ss.choice(["a", "b", "c", "d"])
-        elif kind == 2:
-            space[f"p{i}"] = ss.literal(f"-flag{i}", knockout_prob=0.5)
-        else:
-            space[f"p{i}"] = ss.uniform(0.0, 1.0)
-    return space
+    return {f"p{i}": _parameter(i)[0] for i in range(N_PARAMS)}
 
 
 def tune_space() -> dict:
-    space: dict = {}
-    for i in range(N_PARAMS):
-        kind = i % 4
-        if kind == 0:
-            space[f"p{i}"] = tune.randint(1, 65)
-        elif kind == 1:
-            space[f"p{i}"] = tune.choice(["a", "b", "c", "d"])
-        elif kind == 2:
-            space[f"p{i}"] = tune.choice([None, f"-flag{i}"])
-        else:
-            space[f"p{i}"] = tune.uniform(0.0, 1.0)
-    return space
+    return {f"p{i}": _parameter(i)[1] for i in range(N_PARAMS)}
 
 
 def score(config: dict) -> float:

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -56,6 +54,8 @@ from bench.replay import Key
 from bench.replay import Problem
 from bench.replay import list_datasets
 from bench.replay import load_problem
+from bench.script import machine
+from bench.script import script_parser
 from ciq_tune.engine import Budget
 from ciq_tune.engine import Objective
 from ciq_tune.engine import create_engine
@@ -257,16 +257,8 @@ def replay_command(datasets: Sequence[str], seeds: int, budget: int, workers: in
     )
 
 
-def _machine() -> str:
-    return f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
-
-
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.engine_pace",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser("python -m bench.engine_pace", __doc__)
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="benchdata folder with load.py")
     parser.add_argument("--dataset", default=DEFAULT_DATASET, help="the recorded space to time")
     parser.add_argument("--evaluations", type=int, default=None, help="evaluations per run")
@@ -296,7 +288,7 @@ def _replay_main(args: argparse.Namespace) -> int:
         "the replay: "
         + replay_command(args.datasets, args.replay_full_seeds, REPLAY_BUDGET, args.workers)
     )
-    print(f"({len(datasets)} files; machine: {_machine()})")
+    print(f"({len(datasets)} files; machine: {machine()})")
 
     def done(t: ReplayTime) -> None:
         print(f"  {t.dataset} seed {t.seed}: {t.evaluations} evaluations in {t.seconds:.1f} s")
@@ -311,7 +303,7 @@ def _replay_main(args: argparse.Namespace) -> int:
     )
     if args.out:
         Path(args.out).write_text(
-            json.dumps({"machine": _machine(), "times": [asdict(t) for t in times]}, indent=1)
+            json.dumps({"machine": machine(), "times": [asdict(t) for t in times]}, indent=1)
         )
     return 0
 
@@ -329,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{problem.name}: {len(problem.feasible)} feasible configurations, "
         f"{args.evaluations} evaluations, seeds {args.seeds}, up to {args.in_flight} out; "
-        f"engine ms per suggestion (ask + tell); machine: {_machine()}\n"
+        f"engine ms per suggestion (ask + tell); machine: {machine()}\n"
     )
     print(table(runs, args.window))
     last = window_stats(runs, args.window)[-1]
@@ -340,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         Path(args.out).write_text(
             json.dumps(
-                {"machine": _machine(), "runs": [asdict(r) for r in runs]}, indent=1, default=str
+                {"machine": machine(), "runs": [asdict(r) for r in runs]}, indent=1, default=str
             )
         )
     return 0

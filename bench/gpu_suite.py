@@ -220,29 +220,19 @@ def run_search(desc: Any, args: argparse.Namespace, work: Path) -> dict[str, Any
     import ray
     from ray import tune
 
-    from objectives import make_search_space
-    from objectives import make_trainable
-    from objectives import starting_points
+    from bench.description_search import search_description
     from objectives._gpu import UtilizationSampler
-    from searchers.kernel_search import run_search as search
     from searchers.placement import format_throughput
     from searchers.placement import search_throughput
 
     fresh_triton_cache(work, "search")
-    space = make_search_space(desc)
-    points = starting_points(desc, space)
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
     try:
         with UtilizationSampler() as nvml:
-            run = search(
-                make_trainable(desc),
-                space=space,
-                metric=desc.metric,
-                mode=desc.mode,
-                kind=desc.kind,
+            run, default = search_description(
+                desc,
                 budget=args.evals,
                 seed=args.seed,
-                points_to_evaluate=points,
                 run_config=tune.RunConfig(
                     name=f"suite-{args.kernel}-{int(time.time())}",
                     storage_path=str(work / "ray"),
@@ -277,7 +267,7 @@ def run_search(desc: Any, args: argparse.Namespace, work: Path) -> dict[str, Any
         "vs_compileiq": throughput["evals_per_s"] / COMPILEIQ_EVALS_PER_S,
         "nvml": nvml.summary(),
         "statuses": statuses,
-        "default_config": points[0],
+        "default_config": default,
         "best": best,
         "trials": trials,
     }

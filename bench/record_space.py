@@ -19,7 +19,6 @@ brute-forced).
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import platform
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import ciq_tune.space as ss
+from bench.script import script_parser
 from ciq_tune.results import SearchResults
 from ciq_tune.results import one_line_error
 from ciq_tune.space import SearchSpace
@@ -94,11 +94,7 @@ def _controls(items: Sequence[str]) -> dict[str, list[Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python3 -m bench.record_space",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser("python3 -m bench.record_space", __doc__)
     parser.add_argument("description", type=Path)
     parser.add_argument("--control", action="append", default=[], help="NAME=V1,V2,…")
     parser.add_argument("--out", type=Path, required=True, help="the cache file (.json.gz)")

@@ -240,17 +240,17 @@ def main() -> None:
         parser.error(f"`--trials-per-gpu` must be a positive integer, got {args.trials_per_gpu}")
     if args.dry_run and args.trials_per_gpu != 1:
         parser.error("`--trials-per-gpu` needs GPUs; a dry run places one trial per CPU")
+    # What every run is given (and the report records).
+    settings = {
+        "evals": args.evals,
+        "seed": args.seed,
+        "strategy": args.strategy,
+        "max_search_s": args.max_search_s,
+        "trials_per_gpu": args.trials_per_gpu,
+    }
     if args.child is not None:
         result = run_once(
-            description,
-            args.child,
-            use_gpus=use_gpus,
-            trials_per_gpu=args.trials_per_gpu,
-            evals=args.evals,
-            seed=args.seed,
-            strategy=args.strategy,
-            max_search_s=args.max_search_s,
-            storage=args.storage,
+            description, args.child, use_gpus=use_gpus, storage=args.storage, **settings
         )
         Path(args.out).write_text(json.dumps(result))
         return
@@ -295,13 +295,7 @@ def main() -> None:
             description.relative_to(ROOT) if description.is_relative_to(ROOT) else description
         ),
         "dry_run": args.dry_run,
-        "settings": {
-            "evals": args.evals,
-            "seed": args.seed,
-            "strategy": args.strategy,
-            "max_search_s": args.max_search_s,
-            "trials_per_gpu": args.trials_per_gpu,
-        },
+        "settings": settings,
         "machine": _machine(use_gpus),
         "runs": runs,
     }

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
-import platform
 import sys
 import time
 from collections import defaultdict
@@ -38,6 +36,10 @@ from bench.replay import BenchError
 from bench.replay import best_fraction_trace
 from bench.replay import list_datasets
 from bench.replay import load_problem
+from bench.script import machine
+from bench.script import run_jobs
+from bench.script import script_parser
+from bench.script import write_report
 from bench.transfer import EARLIER_BUDGET
 from bench.transfer import EarlierSearch
 from bench.transfer import transfer_tuners
@@ -169,11 +171,7 @@ def markdown(summary: dict[str, Any]) -> str:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.search_efficiency",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser("python -m bench.search_efficiency", __doc__)
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="benchdata folder with load.py")
     parser.add_argument("--datasets", nargs="*", default=[], help="globs of dataset paths")
     parser.add_argument(
@@ -264,11 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in range(args.seeds)
     ]
     start = time.perf_counter()
-    if args.workers > 1:
-        with multiprocessing.get_context("fork").Pool(args.workers) as pool:
-            runs = list(pool.imap_unordered(_run_job, jobs))
-    else:
-        runs = [_run_job(job) for job in jobs]
+    runs = run_jobs(_run_job, jobs, args.workers)
     summary = summarise(args.data, runs)
     summary["meta"] = {
         "command": " ".join(["python -m bench.search_efficiency", *(argv or sys.argv[1:])]),
@@ -277,15 +271,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tuner_budgets": args.budgets,
         "ciq_config": args.ciq_config,
         "transfer": {"earlier_budget": args.earlier_budget} if args.transfer else None,
-        "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, {args.workers} workers",
+        "machine": f"{machine()}, {args.workers} workers",
         "wall_s": time.perf_counter() - start,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=1))
-    out.with_suffix(".md").write_text(markdown(summary))
-    print(markdown(summary))
+    write_report(args.out, summary, markdown(summary))
     return 0
 
 

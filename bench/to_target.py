@@ -13,7 +13,6 @@ for choosing its settings. `--against` puts the tuners of a harness run beside i
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from bench.metrics import median_evals
 from bench.replay import DEFAULT_DATA
 from bench.replay import list_datasets
 from bench.replay import load_problem
+from bench.script import script_parser
 from bench.transfer import EarlierSearch
 
 
@@ -63,11 +63,7 @@ def _line(name: str, ours: float | None, peers: dict[str, float | None]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.to_target",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser("python -m bench.to_target", __doc__)
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="benchdata folder with load.py")
     parser.add_argument("--datasets", nargs="+", required=True, help="globs of dataset paths")
     parser.add_argument("--seeds", type=int, required=True, help="runs per dataset (0, 1, …)")

@@ -70,15 +70,12 @@ def run_kernel(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Searches, re-measurement and verification of one kernel (see the module docstring)."""
     from ray import tune
 
-    from objectives import make_search_space
-    from objectives import make_trainable
-    from objectives import starting_points
+    from bench.description_search import search_description
     from objectives.description import ControlSelection
     from objectives.remeasure import ALTERNATIVE
     from objectives.remeasure import remeasure
     from objectives.verify import verify_config
     from searchers.kernel_search import NoiseSettings
-    from searchers.kernel_search import run_search
     from searchers.staged import staged_search
 
     path, controls = KERNELS[name]
@@ -95,18 +92,11 @@ def run_kernel(name: str, args: argparse.Namespace) -> dict[str, Any]:
         )
 
     params_desc = desc.model_copy(update={"controls": {}})
-    space = make_search_space(params_desc)
-    points = starting_points(params_desc, space)
     t0 = time.perf_counter()
-    params_only = run_search(
-        make_trainable(params_desc),
-        space=space,
-        metric=desc.metric,
-        mode=desc.mode,
-        kind=desc.kind,
+    params_only, default = search_description(
+        params_desc,
         budget=args.budget,
         seed=args.seed,
-        points_to_evaluate=points,
         run_config=run_config("params_only"),
         trials_per_gpu=args.trials_per_gpu,
         noise=noise,
@@ -123,8 +113,8 @@ def run_kernel(name: str, args: argparse.Namespace) -> dict[str, Any]:
     if params_only.best is None or staged.best is None or staged.best_params is None:
         raise RuntimeError(f"{name}: a search found no working configuration")
     variants: dict[str, Any] = {
-        "default": points[0],
-        "default_again": points[0],
+        "default": default,
+        "default_again": default,
         "params_only": params_only.best["config"],
         "staged_params": staged.best_params,
         "staged": staged.best,

@@ -29,17 +29,6 @@ if TYPE_CHECKING:
     from searchers.isolation import isolated_trainable
     from searchers.run.tune_kernel import tune_kernel
 
-# Names re-exported lazily from `ciq_tune.compat` (it loads pandas; `start()` loads Ray).
-_COMPAT = {
-    "BASELINE_DNA",
-    "INVALID_SCORE",
-    "MultiScoreComparison",
-    "Search",
-    "SearchConfiguration",
-    "SearchResult",
-    "WorkerTypes",
-}
-
 __all__ = [
     "BASELINE_DNA",
     "INVALID_SCORE",
@@ -75,7 +64,9 @@ def __getattr__(name: str) -> Any:
         from searchers.run.tune_kernel import tune_kernel
 
         return tune_kernel
-    if name in _COMPAT:
+    if name in __all__:
+        # The rest of `__all__` is CompileIQ's API, loaded on first use: `ciq_tune.compat`
+        # loads pandas (and its `Search.start()` Ray).
         import ciq_tune.compat
 
         return getattr(ciq_tune.compat, name)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import math
 import sys
 import time
+from dataclasses import KW_ONLY
+from dataclasses import dataclass
+from dataclasses import field
 from typing import TextIO
 
 from ciq_tune.results import OK
@@ -21,6 +24,7 @@ def one_line(text: str, limit: int = CAUSE_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+@dataclass(eq=False)
 class Progress:
     """Counts a search's evaluations and prints a progress line at most every `interval_s`.
 
@@ -36,30 +40,22 @@ class Progress:
             the count shown, not to the rate.
     """
 
-    def __init__(
-        self,
-        metric: str,
-        mode: str,
-        *,
-        budget: int | None = None,
-        quiet: bool = False,
-        stream: TextIO | None = None,
-        interval_s: float = 2.0,
-        done_before: int = 0,
-    ) -> None:
-        self.metric = metric
-        self.mode = mode
-        self.budget = budget
-        self.quiet = quiet
-        self.stream = stream
-        self.interval_s = interval_s
-        self.done = 0
-        self.done_before = done_before
-        self.best: float | None = None
-        self.failures: dict[str, int] = {}
-        self.first_cause: dict[str, str] = {}
-        self._started = time.monotonic()
-        self._printed = 0.0
+    metric: str
+    mode: str
+    _: KW_ONLY
+    budget: int | None = None
+    quiet: bool = False
+    stream: TextIO | None = None
+    interval_s: float = 2.0
+    done_before: int = 0
+    # The count so far: evaluations, the best value, failures by status and the first cause
+    # of each.
+    done: int = field(default=0, init=False)
+    best: float | None = field(default=None, init=False)
+    failures: dict[str, int] = field(default_factory=dict, init=False)
+    first_cause: dict[str, str] = field(default_factory=dict, init=False)
+    _started: float = field(default_factory=time.monotonic, init=False)
+    _printed: float = field(default=0.0, init=False)
 
     def update(self, status: str, value: float | None = None, error: str | None = None) -> None:
         """Count one finished evaluation; print the line when `interval_s` has passed."""

@@ -20,9 +20,15 @@ from dataclasses import asdict
 from dataclasses import dataclass
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import ciq_tune.space as ss
+
+if TYPE_CHECKING:
+    from ray import tune
+
+    from searchers.compileiq_searcher import CompileIQSearcher
 
 FAULTS = (
     "none",
@@ -191,7 +197,6 @@ def run_faulty_search(
             worker) serves many trials, so a leak accumulates and recycling shows.
         seed: the searcher's seed.
     """
-    from ray import tune
 
     from searchers.compileiq_searcher import CompileIQSearcher
     from searchers.isolation import isolated_trainable
@@ -217,7 +222,30 @@ def run_faulty_search(
         seed=seed,
     )
     name = "faults-" + ("mixed" if not isinstance(fault, str) else fault)
-    tuner = tune.Tuner(
+    tuner = _tuner(trainable, searcher, storage, name, max_concurrent_trials, reuse_actors)
+    start = time.perf_counter()
+    grid = tuner.fit()
+    wall = time.perf_counter() - start
+    trial_metrics = [grid[i].metrics or {} for i in range(len(grid))]
+    rss = [m["rss_mb"] for m in trial_metrics if "rss_mb" in m]
+    return _summarise(
+        searcher.results(), len(grid), rss, fault, rate, objectives, steady_state, isolated, budget
+    ).with_wall(wall)
+
+
+def _tuner(
+    trainable: Any,
+    searcher: CompileIQSearcher,
+    storage: str | Path,
+    name: str,
+    max_concurrent_trials: int,
+    reuse_actors: bool,
+) -> tune.Tuner:
+    """A Tuner that runs `searcher`'s proposals (its budget ends the run) with `trainable`,
+    `max_concurrent_trials` at a time, quietly, as experiment `name` under `storage`."""
+    from ray import tune
+
+    return tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(
             search_alg=searcher,
@@ -227,14 +255,6 @@ def run_faulty_search(
         ),
         run_config=tune.RunConfig(storage_path=str(Path(storage).resolve()), name=name, verbose=0),
     )
-    start = time.perf_counter()
-    grid = tuner.fit()
-    wall = time.perf_counter() - start
-    trial_metrics = [grid[i].metrics or {} for i in range(len(grid))]
-    rss = [m["rss_mb"] for m in trial_metrics if "rss_mb" in m]
-    return _summarise(
-        searcher.results(), len(grid), rss, fault, rate, objectives, steady_state, isolated, budget
-    ).with_wall(wall)
 
 
 def _summarise(
@@ -317,20 +337,9 @@ def drive(storage: str, budget: int, *, restore: bool, rate: float = 0.3) -> dic
             searcher = CompileIQSearcher(
                 space=SPACE, metric="score", mode="min", max_evaluations=budget, seed=7
             )
-            grid = tune.Tuner(
-                trainable,
-                tune_config=tune.TuneConfig(
-                    search_alg=searcher,
-                    num_samples=-1,
-                    max_concurrent_trials=2,
-                    # One worker per slot, not per trial (~2 s of CPU each for 0.3 s of work);
-                    # the restored run keeps this setting.
-                    reuse_actors=True,
-                ),
-                run_config=tune.RunConfig(
-                    storage_path=str(Path(storage).resolve()), name="killed", verbose=0
-                ),
-            ).fit()
+            # Actors reused: one worker per slot, not per trial (~2 s of CPU each for 0.3 s of
+            # work); the restored run keeps this setting.
+            grid = _tuner(trainable, searcher, storage, "killed", 2, reuse_actors=True).fit()
         restored = CompileIQSearcher()
         restored.restore_from_dir(path)
         records = restored.results().records

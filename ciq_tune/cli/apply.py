@@ -6,15 +6,11 @@ import argparse
 import json
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
 from typing import Any
 
 from ciq_tune.cli._options import add_vendor_controls
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
-
-if TYPE_CHECKING:
-    pass
 
 
 def _apply_args(parser: argparse.ArgumentParser) -> None:

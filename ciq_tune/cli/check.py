@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ciq_tune.cli._options import add_vendor_controls
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
-
-if TYPE_CHECKING:
-    pass
 
 
 def _check_args(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,15 @@ from pathlib import Path
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
 
+# The options that set a `ValidationConfig` field, by default to the field's default: flag,
+# field (the option's destination), type, help.
+_CONFIG_OPTIONS: tuple[tuple[str, str, type, str], ...] = (
+    ("--alpha", "alpha", float, "the rank test's two-sided p must be below this"),
+    ("--min-speedup", "min_speedup", float, "the CI's lower bound must exceed this"),
+    ("--confidence", "confidence", float, "level of the bootstrap CI"),
+    ("--bootstrap", "n_bootstrap", int, "resamples"),
+)
+
 
 def _validate_args(parser: argparse.ArgumentParser) -> None:
     from ciq_tune.validation import VALIDATION_DEFAULTS
@@ -16,27 +25,16 @@ def _validate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", type=Path, help="baseline timings (JSON list or text)")
     parser.add_argument("candidate", type=Path, help="candidate timings, same unit")
     d = VALIDATION_DEFAULTS
-    parser.add_argument(
-        "--alpha",
-        type=float,
-        default=d["alpha"],
-        help="the rank test's two-sided p must be below this (default %(default)s)",
-    )
-    parser.add_argument(
-        "--min-speedup",
-        type=float,
-        default=d["min_speedup"],
-        help="the CI's lower bound must exceed this (default %(default)s)",
-    )
-    parser.add_argument(
-        "--confidence",
-        type=float,
-        default=d["confidence"],
-        help="level of the bootstrap CI (default %(default)s)",
-    )
-    parser.add_argument(
-        "--bootstrap", type=int, default=d["n_bootstrap"], help="resamples (default %(default)s)"
-    )
+    for flag, field, kind, text in _CONFIG_OPTIONS:
+        parser.add_argument(
+            flag,
+            dest=field,
+            # The metavar argparse derives from the flag (`dest` would make it N_BOOTSTRAP).
+            metavar=flag.removeprefix("--").replace("-", "_").upper(),
+            type=kind,
+            default=d[field],
+            help=f"{text} (default %(default)s)",
+        )
     parser.add_argument(
         "--paired",
         action="store_true",
@@ -65,14 +63,8 @@ def _validate(args: argparse.Namespace) -> int:
     from ciq_tune.validation import format_result
     from ciq_tune.validation import load_timings
 
-    config = ValidationConfig(
-        alpha=args.alpha,
-        min_speedup=args.min_speedup,
-        confidence=args.confidence,
-        n_bootstrap=args.bootstrap,
-        mode=args.mode,
-        seed=args.seed,
-    )
+    settings = {field: getattr(args, field) for _, field, _, _ in _CONFIG_OPTIONS}
+    config = ValidationConfig(**settings, mode=args.mode, seed=args.seed)
     result = compare_samples(
         load_timings(args.baseline),
         load_timings(args.candidate),

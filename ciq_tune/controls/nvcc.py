@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -87,18 +88,12 @@ def detect_nvcc(path: str | Path | None = None) -> Catalog:
 
 @functools.lru_cache(maxsize=8)
 def _detect(executable: str) -> Catalog:
-    version, options, controls = detect_controls(executable, "nvcc", NVCC_CONTROLS)
+    arch_option = "--gpu-architecture"
+    catalog, options = detect_controls(
+        executable, "nvcc", NVCC_CONTROLS, NVCC_PRESETS, arch_option=arch_option
+    )
     sibling = Path(executable).parent / "ptxas"
     ptxas = detect_ptxas(sibling if sibling.is_file() else None).without(_NVCC_OWNS)
-    gpu = options.get("--gpu-architecture")
-    archs = tuple(a for a in (gpu.allowed or ()) if a.startswith("sm_")) if gpu else ptxas.archs
-    return Catalog(
-        compiler="nvcc",
-        version=version,
-        executable=executable,
-        controls=controls,
-        archs=archs,
-        preset_table=NVCC_PRESETS,
-        sub={"ptxas": ptxas},
-        forward_flag="-Xptxas",
-    )
+    # An nvcc whose help lists no GPU architectures targets those of its ptxas.
+    archs = catalog.archs if arch_option in options else ptxas.archs
+    return replace(catalog, archs=archs, sub={"ptxas": ptxas}, forward_flag="-Xptxas")

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from ciq_tune.controls.catalog import Catalog
 from ciq_tune.controls.catalog import Control
 from ciq_tune.controls.catalog import OptionHelp
 from ciq_tune.controls.catalog import parse_help
@@ -59,12 +62,18 @@ def resolve_executable(path: str | Path | None, name: str) -> str:
 
 
 def detect_controls(
-    executable: str, name: str, controls: Sequence[Control]
-) -> tuple[str, dict[str, OptionHelp], dict[str, Control]]:
-    """Ask `executable` for its version and options; keep the `controls` its help lists.
+    executable: str,
+    name: str,
+    controls: Sequence[Control],
+    presets: Mapping[str, Mapping[str, Any]],
+    arch_option: str,
+) -> tuple[Catalog, dict[str, OptionHelp]]:
+    """Ask `executable` for its version and options: the catalog of the `controls` its help
+    lists, the ``sm_*`` GPUs its `arch_option` allows (none when its help has no such option)
+    and the `presets`.
 
     Returns:
-        The version, the parsed ``--help`` options and the supported controls by name.
+        The catalog, and the parsed ``--help`` options (for what a caller adds to it).
 
     Raises:
         ToolchainError: the executable reports no version (it is not `name`).
@@ -79,4 +88,6 @@ def detect_controls(
         found = supported(control, options)
         if found is not None:
             kept[found.name] = found
-    return version, options, kept
+    gpu = options.get(arch_option)
+    archs = tuple(a for a in (gpu.allowed or ()) if a.startswith("sm_")) if gpu else ()
+    return Catalog(name, version, executable, kept, archs, presets), options

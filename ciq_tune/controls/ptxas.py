@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -142,29 +143,23 @@ def detect_ptxas(
 
 @functools.lru_cache(maxsize=16)
 def _detect(executable: str, files: tuple[str, ...]) -> Catalog:
-    version, options, controls = detect_controls(executable, "ptxas", PTXAS_CONTROLS)
-    if files:
-        if APPLY_CONTROLS_FLAG not in options:
-            raise InvalidControl(
-                f"ptxas {version} ({executable}) has no {APPLY_CONTROLS_FLAG} option, so "
-                f"`vendor_controls_files`={list(files)} cannot be applied; it needs ptxas >= 13.3"
-            )
-        missing = [f for f in files if not Path(f).is_file()]
-        if missing:
-            raise InvalidControl(f"`vendor_controls_files` {missing} do not exist")
-        controls["apply_controls"] = VendorControlsFile(
-            "apply_controls",
-            APPLY_CONTROLS_FLAG,
-            files,
-            help="a user's own vendor controls file, passed opaquely",
-        )
-    gpu = options.get("--gpu-name")
-    archs = tuple(a for a in (gpu.allowed or ()) if a.startswith("sm_")) if gpu else ()
-    return Catalog(
-        compiler="ptxas",
-        version=version,
-        executable=executable,
-        controls=controls,
-        archs=archs,
-        preset_table=PTXAS_PRESETS,
+    catalog, options = detect_controls(
+        executable, "ptxas", PTXAS_CONTROLS, PTXAS_PRESETS, arch_option="--gpu-name"
     )
+    if not files:
+        return catalog
+    if APPLY_CONTROLS_FLAG not in options:
+        raise InvalidControl(
+            f"ptxas {catalog.version} ({executable}) has no {APPLY_CONTROLS_FLAG} option, so "
+            f"`vendor_controls_files`={list(files)} cannot be applied; it needs ptxas >= 13.3"
+        )
+    missing = [f for f in files if not Path(f).is_file()]
+    if missing:
+        raise InvalidControl(f"`vendor_controls_files` {missing} do not exist")
+    vendor = VendorControlsFile(
+        "apply_controls",
+        APPLY_CONTROLS_FLAG,
+        files,
+        help="a user's own vendor controls file, passed opaquely",
+    )
+    return replace(catalog, controls={**catalog.controls, vendor.name: vendor})

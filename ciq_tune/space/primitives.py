@@ -64,6 +64,19 @@ def _json_safe(value: Any, what: str) -> Any:
     return value
 
 
+def _ordinal_step(index: int, step: int, n: int, rng: np.random.Generator) -> int:
+    """The index `step` values from `index` (of `n`) in a random direction: the other direction
+    when that one leaves the list, else the bound; another index than `index` when `n` > 1."""
+    direction = 1 if rng.random() < 0.5 else -1
+    target = index + direction * step
+    if not 0 <= target < n:
+        target = index - direction * step
+    target = min(max(target, 0), n - 1)
+    if target == index:
+        target = index + 1 if index + 1 < n else index - 1
+    return target
+
+
 class Parameter(ABC):
     """One searchable leaf of a search space.
 
@@ -213,8 +226,20 @@ class Parameter(ABC):
     # -- hooks ---------------------------------------------------------------------------------
     _default_value: Any = None
 
-    @abstractmethod
-    def _args(self) -> dict[str, Any]: ...
+    def _set_default(self, default: Any) -> None:
+        """Keep the declared default (None: none), checked against the domain now so that a bad
+        default fails where the parameter is written, not in the middle of a search."""
+        if default is not None:
+            self._value_encode(default)
+        self._default_value = default
+
+    # The constructor arguments that `to_dict` records (and `parameter_from_dict` passes back),
+    # by attribute name; the declared default and `knockout_prob` come on top.
+    _arg_names: tuple[str, ...] = ()
+
+    def _args(self) -> dict[str, Any]:
+        args = {name: getattr(self, name) for name in self._arg_names}
+        return {**args, "default": self._default_value}
 
     @abstractmethod
     def _value_sample(self, rng: np.random.Generator, *, seeded: bool) -> Gene: ...
@@ -296,14 +321,7 @@ class DiscreteParameter(Parameter):
         step = 1
         if rng.random() < _ORDINAL_LONG_JUMP_PROB:
             step = 1 + int(rng.geometric(p=min(1.0, 4.0 / n)))
-        direction = 1 if rng.random() < 0.5 else -1
-        target = int(gene) + direction * step
-        if not 0 <= target < n:
-            target = int(gene) - direction * step
-        target = min(max(target, 0), n - 1)
-        if target == gene:
-            target = int(gene) + 1 if int(gene) + 1 < n else int(gene) - 1
-        return target
+        return _ordinal_step(int(gene), step, n, rng)
 
     def _value_local_move(self, gene: Gene, rng: np.random.Generator, reach: float) -> Gene:
         assert gene is not None
@@ -312,14 +330,7 @@ class DiscreteParameter(Parameter):
             return self._value_mutate(gene, rng)
         longest = max(round(reach * (n - 1)), 1)
         step = max(1, round(2.0 ** rng.uniform(0.0, np.log2(longest) + 0.5)))
-        direction = 1 if rng.random() < 0.5 else -1
-        target = int(gene) + direction * step
-        if not 0 <= target < n:  # off the end: the other direction, else the bound
-            target = int(gene) - direction * step
-        target = min(max(target, 0), n - 1)
-        if target == gene:
-            target = int(gene) + 1 if int(gene) + 1 < n else int(gene) - 1
-        return target
+        return _ordinal_step(int(gene), step, n, rng)
 
     def _value_shift(self, gene: Gene, offset: float) -> Gene:
         n = len(self.values)
@@ -387,6 +398,7 @@ class Range(DiscreteParameter):
     """
 
     kind = "range"
+    _arg_names = ("start", "end", "step", "seed_low", "seed_high")
 
     def __init__(
         self,
@@ -426,19 +438,7 @@ class Range(DiscreteParameter):
                     f"seed range [{low}, {high}] holds no value of range({start}, {end}, {step})"
                 )
             self._seed_indices = (inside[0], inside[-1])
-        if default is not None:
-            self._value_encode(default)
-        self._default_value = default
-
-    def _args(self) -> dict[str, Any]:
-        return {
-            "start": self.start,
-            "end": self.end,
-            "step": self.step,
-            "seed_low": self.seed_low,
-            "seed_high": self.seed_high,
-            "default": self._default_value,
-        }
+        self._set_default(default)
 
 
 class Choice(DiscreteParameter):
@@ -458,9 +458,7 @@ class Choice(DiscreteParameter):
             raise SpaceError(f"`values` must be a list of values, got values={values!r}")
         self.knockout_prob = _check_knockout(knockout_prob)
         self._init_values(list(values), ordered=ordered, what="choice")
-        if default is not None:
-            self._value_encode(default)
-        self._default_value = default
+        self._set_default(default)
 
     def _args(self) -> dict[str, Any]:
         return {
@@ -489,6 +487,7 @@ class LogSampling(DiscreteParameter):
     bounds are integers (duplicates after rounding are dropped)."""
 
     kind = "log_sampling"
+    _arg_names = ("start", "end", "total")
 
     def __init__(
         self,
@@ -516,23 +515,14 @@ class LogSampling(DiscreteParameter):
         self.start, self.end, self.total = start, end, total
         self.knockout_prob = _check_knockout(knockout_prob)
         self._init_values(values, ordered=True, what=f"log_sampling({start}, {end}, {total})")
-        if default is not None:
-            self._value_encode(default)
-        self._default_value = default
-
-    def _args(self) -> dict[str, Any]:
-        return {
-            "start": self.start,
-            "end": self.end,
-            "total": self.total,
-            "default": self._default_value,
-        }
+        self._set_default(default)
 
 
 class Uniform(Parameter):
     """A continuous value in [low, high]; sampled on a log scale when `log=True`."""
 
     kind = "uniform"
+    _arg_names = ("low", "high", "log")
 
     def __init__(
         self,
@@ -552,12 +542,7 @@ class Uniform(Parameter):
             raise SpaceError(f"a log-scale uniform needs low > 0, got low={low!r}")
         self.low, self.high, self.log = low, high, log
         self.knockout_prob = _check_knockout(knockout_prob)
-        if default is not None:
-            self._value_encode(default)
-        self._default_value = default
-
-    def _args(self) -> dict[str, Any]:
-        return {"low": self.low, "high": self.high, "log": self.log, "default": self._default_value}
+        self._set_default(default)
 
     def _to_internal(self, value: float) -> float:
         return math.log(value) if self.log else value

@@ -3,6 +3,7 @@ the measurement protocol (`objectives.protocol`) on the timing input sets."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -62,32 +63,16 @@ def check_and_time(
         on a GPU also ``gpu_s`` (seconds holding the GPU: check, timing and energy) and
         ``gpu_wait_s`` (seconds waiting for other trials to release it).
     """
+    measure = functools.partial(
+        _check_and_time, desc, launch, seed=seed, device=device, arrays=arrays, protocol=protocol
+    )
     if device != "cuda":
-        return _check_and_time(
-            desc,
-            launch,
-            seed=seed,
-            device=device,
-            energy=False,
-            arrays=arrays,
-            protocol=protocol,
-            cutoff_ms=cutoff_ms,
-        )
+        return measure(energy=False, cutoff_ms=cutoff_ms)
     from objectives._gpu import exclusive_gpu
 
     index = arrays.current_device()
     with exclusive_gpu(index, heartbeat=progress, arrays=arrays) as lease:
-        result = _check_and_time(
-            desc,
-            launch,
-            seed=seed,
-            device=device,
-            energy=energy,
-            arrays=arrays,
-            protocol=protocol,
-            idle_ms=lease.idle_ms,
-            cutoff_ms=cutoff_ms,
-        )
+        result = measure(energy=energy, idle_ms=lease.idle_ms, cutoff_ms=cutoff_ms)
     return {**result, "gpu_s": lease.held_s, "gpu_wait_s": lease.wait_s}
 
 

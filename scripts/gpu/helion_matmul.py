@@ -41,10 +41,13 @@ from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import compare_samples
 from objectives import load_description
 from objectives import make_search_space
-from objectives import make_trainable
 from objectives import starting_points
 from objectives.remeasure import ALTERNATIVE
 from objectives.remeasure import remeasure
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `bench` is not installed
+
+from bench.description_search import search_description
 
 ROOT = Path(__file__).resolve().parents[2]
 DESCRIPTION = str(ROOT / "examples/kernels/helion/matmul.yaml")
@@ -81,8 +84,6 @@ def search_with_ciq(desc_path: str, evals: int, budget_s: float, seed: int) -> d
     import ray
     from ray import tune
 
-    from searchers.kernel_search import run_search
-
     desc = load_description(desc_path)
     t0 = time.perf_counter()
     space = make_search_space(desc)  # cached: `search` below reuses it
@@ -90,15 +91,11 @@ def search_with_ciq(desc_path: str, evals: int, budget_s: float, seed: int) -> d
     default = starting_points(desc, space)[0]
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     try:
-        run = run_search(
-            make_trainable(desc),
-            space=space,
-            metric=desc.metric,
-            mode=desc.mode,
-            kind=desc.kind,
+        run, _ = search_description(
+            desc,
+            [default],
             budget=evals,
             seed=seed,
-            points_to_evaluate=[default],
             run_config=tune.RunConfig(verbose=0, storage_path="/tmp/ciq-ray"),
             time_budget_s=budget_s,
         )

@@ -144,7 +144,7 @@ def test_a_matrix_bucket_measure_is_the_weighted_geomean_relative_to_the_baselin
         import math
         from objectives.description import Shape
         from objectives.matrix import ShapeGroup
-        import searchers.matrix_search as ms
+        import searchers.matrix_validation as mv
         shapes = [Shape(sizes={"M": 37, "N": 100, "BLOCK_N": 128, "NUM_SMS": 3}, weight=3),
                   Shape(sizes={"M": 5, "N": 60, "BLOCK_N": 64, "NUM_SMS": 3}, weight=1)]
         group = ShapeGroup(key={}, shapes=tuple(shapes), indices=(0, 1))
@@ -152,7 +152,7 @@ def test_a_matrix_bucket_measure_is_the_weighted_geomean_relative_to_the_baselin
         times = {37: 1.0, 5: 8.0}
         def timer_for(at, config):
             return lambda: times[at.sizes["M"]]
-        measure = ms._BucketMeasure(desc, group, [2.0, 4.0], timer_for)
+        measure = mv.BucketMeasure(desc, group, [2.0, 4.0], timer_for)
         value = measure(tuned)
         # (1/2)^(3/4) * (8/4)^(1/4)
         json.dump({"value": value, "expected": 0.5 ** 0.75 * 2 ** 0.25,
