@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 from ciq_tune.cli._options import add_verbose
 from ciq_tune.cli._registry import Command
@@ -153,31 +155,14 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def options_of(args: argparse.Namespace) -> TuneOptions:
-    """The run `tune`'s arguments describe."""
-    return TuneOptions(
-        descriptions=tuple(args.description),
-        out=args.out,
-        budget=args.budget,
-        seed=args.seed,
-        address=args.address,
-        num_cpus=args.num_cpus,
-        trials_per_gpu=args.trials_per_gpu,
-        benchmark=args.benchmark,
-        runtime=args.runtime,
-        shapes=None if args.shapes is None else tuple(args.shapes),
-        stages=args.stages,
-        search_timeout=args.search_timeout,
-        tracking=args.tracking,
-        validate_top=args.validate_top,
-        validate_repetitions=args.validate_repetitions,
-        simplify_params=args.simplify_params,
-        transfer_from=args.transfer_from,
-        exhaustive=args.exhaustive,
-        vendor_controls=tuple(args.vendor_controls),
-        quiet=args.quiet,
-        verbose=args.verbose,
-        started=getattr(args, "started", None),
-    )
+    """The run `tune`'s arguments describe: each option is the `TuneOptions` field of its name
+    (the positional descriptions are `descriptions`; lists become tuples)."""
+    given = vars(args) | {"descriptions": args.description}
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(TuneOptions):
+        value = given.get(field.name)
+        values[field.name] = tuple(value) if isinstance(value, list) else value
+    return TuneOptions(**values)
 
 
 register(

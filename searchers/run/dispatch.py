@@ -83,15 +83,11 @@ def tune(options: TuneOptions) -> int:
                 from searchers.run.matrix import tune_matrix_description
 
                 return tune_matrix_description(options, desc, settings, writer, local)
-            if local is not None:
-                from searchers.run.single import search_on_workers
+            from searchers.run.single import search_description
 
-                return search_on_workers(
-                    options, desc, space, points, settings, writer, local, earlier
-                )
-            from searchers.run.single import search_on_ray
-
-            return search_on_ray(options, desc, space, points, settings, writer, earlier)
+            return search_description(
+                options, desc, space, points, settings, writer, local, earlier
+            )
     finally:
         if local is not None:
             local.close()

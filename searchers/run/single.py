@@ -1,6 +1,6 @@
-"""One description's search to its outputs: on Ray Tune trials (`search_on_ray`) or on this
-machine's worker processes (`search_on_workers`, and `run_local_search` that `resume` goes on
-with); each ends with the top-k validation and the outputs folder."""
+"""One description's search to its outputs (`search_description`): on this machine's worker
+processes (`run_local_search`, which `resume` goes on with) or on Ray Tune trials; each ends
+with the top-k validation and the outputs folder."""
 
 from __future__ import annotations
 
@@ -33,17 +33,51 @@ if TYPE_CHECKING:
     from searchers.run.options import TuneOptions
 
 
-def search_on_ray(
+def search_description(
     options: TuneOptions,
     desc: Any,
     space: Any,
     points: list[Any],
     settings: ValidationConfig,
     writer: MlflowWriter | None,
+    local: LocalWorkers | None,
     earlier: SearchResults | None = None,
 ) -> int:
-    """One description's search on Ray (its arguments and files known to be good), its
-    validation and outputs; `earlier`: the run `transfer_from` names."""
+    """One description's search (its options and files known to be good) on `local`'s worker
+    processes, or on Ray Tune trials without them; then its validation and outputs.
+    `earlier`: the run `transfer_from` names."""
+    strategy, budget = search_budget(options, space)
+    write_run_settings(options)
+    if local is None:
+        return _search_on_ray(
+            options, desc, space, points, settings, writer, (strategy, budget, earlier)
+        )
+    from searchers.local_search import kernel_engine
+
+    engine = kernel_engine(
+        space=space,
+        metric=desc.metric,
+        mode=desc.mode,
+        budget=budget,
+        seed=options.seed,
+        points_to_evaluate=points,
+        workers=local.slots,
+        strategy=strategy,
+        transfer_from=earlier,
+    )
+    return run_local_search(desc, engine, points[0], local, options, settings, writer)
+
+
+def _search_on_ray(
+    options: TuneOptions,
+    desc: Any,
+    space: Any,
+    points: list[Any],
+    settings: ValidationConfig,
+    writer: MlflowWriter | None,
+    plan: tuple[str, int, SearchResults | None],
+) -> int:
+    """The search as Ray Tune trials (`plan`: the strategy, the budget and the earlier run)."""
     # Ray is imported once the arguments and files are known to be good (it takes seconds).
     import ray
     from ray import tune
@@ -55,8 +89,7 @@ def search_on_ray(
     from searchers.kernel_search import kernel_tuner
     from searchers.tracking import tracking_callbacks
 
-    strategy, budget = search_budget(options, space)
-    write_run_settings(options)
+    strategy, budget, earlier = plan
     started_ray = ray_init(options.address, options.num_cpus, options.verbose)
     pool = None
     try:
@@ -109,36 +142,6 @@ def search_on_ray(
         if started_ray:
             ray.shutdown()
     return write_outputs(options.out, desc, searcher.results(), grid, points, validation)
-
-
-def search_on_workers(
-    options: TuneOptions,
-    desc: Any,
-    space: Any,
-    points: list[Any],
-    settings: ValidationConfig,
-    writer: MlflowWriter | None,
-    local: LocalWorkers,
-    earlier: SearchResults | None = None,
-) -> int:
-    """One description's search on this machine's worker processes (`runtime` local), its
-    validation and outputs; `earlier`: the run `transfer_from` names."""
-    from searchers.local_search import kernel_engine
-
-    strategy, budget = search_budget(options, space)
-    write_run_settings(options)
-    engine = kernel_engine(
-        space=space,
-        metric=desc.metric,
-        mode=desc.mode,
-        budget=budget,
-        seed=options.seed,
-        points_to_evaluate=points,
-        workers=local.slots,
-        strategy=strategy,
-        transfer_from=earlier,
-    )
-    return run_local_search(desc, engine, points[0], local, options, settings, writer)
 
 
 def run_local_search(
