@@ -3,13 +3,16 @@
 Every search (a description, optionally at one shape) runs as its own Ray task, named
 ``search:<name>`` in the Ray dashboard, holding no CPU itself: its Tune driver places its
 trials on the cluster's CPUs like any search, and staged kinds share one set of per-GPU
-benchmark servers (`searchers.benchmark_pool`), so GPUs are shared through Ray's placement and
-no single driver bounds the campaign's evaluations per second. A search that crashes fails
-alone; one that reaches its time limit is stopped by its own Tune driver (its trials ended,
-their resources freed, its evaluations kept), and one whose driver hangs past that limit is
-cancelled; the others run to their full budgets. Stopping the campaign (`run_campaign`'s
-`proceed`, a Ctrl+C of ``ciq-tune tune``) ends every search as Ctrl+C ends one: the finished
-evaluations are kept and written, the trials in flight are dropped.
+benchmark servers (`searchers.benchmark_pool`: each GPU's two benchmark workers, as
+`ciq-tune tune` times on one machine; started first, warming up while the searches start), so
+GPUs are shared through Ray's placement and no single driver bounds the campaign's evaluations
+per second. A matrix's evaluation is one configuration compiled once per compile key and timed
+at every shape in one request (`objectives.matrix`, `objectives.cutoffs`). A search that
+crashes fails alone; one that reaches its time limit is stopped by its own Tune driver (its
+trials ended, their resources freed, its evaluations kept), and one whose driver hangs past that
+limit is cancelled; the others run to their full budgets. Stopping the campaign
+(`run_campaign`'s `proceed`, a Ctrl+C of ``ciq-tune tune``) ends every search as Ctrl+C ends
+one: the finished evaluations are kept and written, the trials in flight are dropped.
 
 Outputs, in one folder: ``campaign.csv`` and ``campaign.json`` (one row per search: status,
 evaluations, best and baseline values, evaluations/s), ``<name>/evaluations.csv`` per search,
@@ -43,8 +46,10 @@ from ciq_tune.tracking import sqlite_uri
 from objectives import make_search_space
 from objectives import starting_points
 from objectives._stages import Benchmarker
+from objectives.cutoffs import Cutoffs
 from objectives.matrix import make_matrix_trainable
 from objectives.matrix import matrix_metric
+from searchers.benchmark_pool import BenchmarkPool
 from searchers.campaign_progress import ProgressBoard
 from searchers.campaign_progress import StoppingPoll
 from searchers.campaign_progress import TrialProgress
@@ -55,6 +60,7 @@ from searchers.campaign_specs import search_names
 from searchers.interrupt import StopRequested
 from searchers.kernel_search import kernel_trainable
 from searchers.kernel_search import kernel_tuner
+from searchers.kernel_search import logged_trainable
 from searchers.kernel_search import placement_on_cluster
 from searchers.kernel_search import start_benchmark_pool
 from searchers.kernel_search import uses_benchmark_pool
@@ -103,10 +109,18 @@ def _objective(
     """The search's trainable, named after the search: Tune registers trainables by name for
     the whole Ray job, so two searches' trainables of one name would replace each other (and
     the dashboard shows trial actors by this name)."""
-    if spec.objective is None:
+    if spec.objective is None and desc.shapes:
+        # A matrix as `ciq-tune tune` searches one (`searchers.matrix_search.tune_matrix`):
+        # each configuration compiled once per compile key, timed at every shape on a GPU's
+        # benchmark server with each shape's round cut short far from its best time
+        # (`objectives.cutoffs`), its value the shapes' geometric mean (no re-measurement of a
+        # near-best value, which is a single shape's).
+        timed = None if benchmark is None else Cutoffs(benchmark, desc)
         inner = make_matrix_trainable(
-            desc, make_trainable=functools.partial(kernel_trainable, benchmark=benchmark)
+            desc, make_trainable=functools.partial(logged_trainable, benchmark=timed)
         )
+    elif spec.objective is None:
+        inner = kernel_trainable(desc, benchmark=benchmark)
     else:
         module, _, function = spec.objective.partition(":")
         factory: Callable[[Any], Any] = getattr(importlib.import_module(module), function)
@@ -134,6 +148,7 @@ def run_search(
     Returns:
         The search's row of the campaign table (see `TABLE`).
     """
+    task_started_at = time.time()
     desc = description_of(spec)
     # A matrix's configurations are those of its first shape (every shape's, but Helion's).
     at_first = desc.at_shape(desc.matrix()[0])
@@ -172,7 +187,7 @@ def run_search(
             ],
         ),
     )
-    started = time.perf_counter()
+    fit_started_at, started = time.time(), time.perf_counter()
     grid = tuner.fit()
     wall_s = time.perf_counter() - started
     results = searcher.results()
@@ -185,6 +200,9 @@ def run_search(
     summary = search_throughput(
         trials, wall_s=wall_s, gpus=placement.gpus, concurrency=trials_at_a_time
     )
+    # When the search's task started and its Tune run began (`time.time`): its share of the
+    # campaign's start.
+    summary.update(task_started_at=task_started_at, fit_started_at=fit_started_at)
     (run_dir / "throughput.json").write_text(json.dumps(summary, indent=1, default=str))
     ok = [(r.config, r.values) for r in results.records if r.ok and r.values is not None]
     sign = 1 if desc.mode == "min" else -1
@@ -254,47 +272,55 @@ def run_campaign(
     config: CampaignConfig,
     *,
     proceed: Callable[[], bool] | None = None,
+    benchmark: BenchmarkPool | None = None,
 ) -> list[dict[str, Any]]:
     """Run `searches` at once on the connected Ray cluster and write the campaign's outputs.
+
+    The staged searches' benchmark servers start first, one per GPU of the cluster
+    (`searchers.benchmark_pool`), without waiting for them: their workers' imports and CUDA
+    contexts overlap the searches' own start and first compiles.
 
     Args:
         searches: The searches (descriptions × shapes).
         config: Output folder, benchmark mode, tracking, per-search time limit.
         proceed: Asked every second while the searches run; False stops them all as Ctrl+C
             stops one search (their finished evaluations kept, rows ``interrupted``).
+        benchmark: Benchmark servers the caller started (and stops) for the staged searches,
+            in place of one per GPU started here.
 
     Returns:
         One row per search, in the order given (also written to ``OUT/campaign.csv``).
 
     Raises:
-        ValueError: `searches` is empty.
+        ValueError: `searches` is empty, or its staged searches are of several kinds.
     """
     if not searches:
         raise ValueError("`searches` must hold at least one SearchSpec, got none")
+    started_at = time.time()
     out = config.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    names = search_names(searches)
     descs = [description_of(s) for s in searches]
-    if config.tracking == "mlflow":
-        # Created here, once: searches that each found no store would race to create it.
-        ensure_experiment(sqlite_uri(out), config.name, out / ARTIFACTS_DIR)
-    pool = None
     staged = [uses_benchmark_pool(d.kind, config.benchmark) for d in descs]
-    if any(staged):
-        kinds = {d.kind for d, s in zip(descs, staged, strict=True) if s}
-        if len(kinds) > 1:
-            raise ValueError(f"one benchmark pool serves one staged kind, got kinds {kinds}")
-        pool = start_benchmark_pool(kinds.pop())
-    slots = placement_on_cluster("ptx").max_concurrent_trials - (len(pool.servers) if pool else 0)
-    per_search = config.trials_per_search or max(1, math.ceil(slots / len(searches)))
-    progress: Any = (
-        ray.remote(ProgressBoard)
-        .options(num_cpus=0)
-        .remote({n: d.mode for n, d in zip(names, descs, strict=True)})
-    )
+    kinds = {d.kind for d, s in zip(descs, staged, strict=True) if s}
+    if len(kinds) > 1:
+        raise ValueError(f"one benchmark pool serves one staged kind, got kinds {kinds}")
+    pool = (benchmark or start_benchmark_pool(kinds.pop())) if kinds else None
+    progress: Any = None
     # The board and the servers are this call's actors: they end with it, also on Ctrl+C (the
     # servers hold a GPU and a CPU each).
     try:
+        names = search_names(searches)
+        if config.tracking == "mlflow":
+            # Created here, once: searches that each found no store would race to create it.
+            ensure_experiment(sqlite_uri(out), config.name, out / ARTIFACTS_DIR)
+        # Every CPU that no server holds compiles: the trial slots, shared by the searches.
+        cpus = ray.cluster_resources().get("CPU", 1) - (pool.cpus if pool else 0)
+        per_search = config.trials_per_search or max(1, math.ceil(int(cpus) / len(searches)))
+        progress = (
+            ray.remote(ProgressBoard)
+            .options(num_cpus=0)
+            .remote({n: d.mode for n, d in zip(names, descs, strict=True)})
+        )
         task: Any = ray.remote(run_search)  # type: ignore[arg-type]
         refs = {
             task.options(name=f"search:{name}", num_cpus=0, max_retries=0).remote(
@@ -310,6 +336,7 @@ def run_campaign(
         submitted = time.perf_counter()
         rows = _collect(refs, searches, names, config, progress, proceed)
         timing = {
+            "started_at": started_at,
             "searches_wall_s": time.perf_counter() - submitted,
             "evals_per_s_after_first": ray.get(progress.rate_after_first.remote()),
         }
@@ -320,8 +347,9 @@ def run_campaign(
         if pool is not None:
             (out / "benchmark_servers.json").write_text(json.dumps(pool.stats(), indent=1))
     finally:
-        ray.kill(progress)
-        if pool is not None:
+        if progress is not None:
+            ray.kill(progress)
+        if pool is not None and pool is not benchmark:
             pool.shutdown()
     _write_table(out, rows)
     if config.tracking == "mlflow":
