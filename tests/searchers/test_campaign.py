@@ -7,6 +7,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -26,21 +27,24 @@ FAULTS = "tests.searchers.campaign_faults"
 UNREACHED_BUDGET = 2000
 
 
-def _scale(tmp_path: Path) -> Path:
+def scale_description(folder: Path, n: int = 256, **fields: Any) -> Path:
+    """The tests' ``y = 2·x`` Triton kernel as a description at size `n` (`fields` replace
+    its own, e.g. `params`), written to `folder`."""
     data = {
         "name": "scale",
         "kind": "triton",
         "source": str(ROOT / "tests/objectives/data/scale.py"),
         "entry": "scale_kernel",
         "metric": "time_ms",
-        "sizes": {"n": 256},
+        "sizes": {"n": n},
         "inputs": [{"name": "x", "shape": ["n"]}, {"name": "y", "shape": ["n"]}],
         "outputs": ["y"],
         "grid": "(ceil(n / BLOCK),)",
         "reference": "2.0 * x",
         "params": {"BLOCK": {"ordinal": [32, 64, 128, 256]}},
+        **fields,
     }
-    path = tmp_path / "scale.yaml"
+    path = folder / "scale.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -130,8 +134,8 @@ def test_triton_searches_compile_in_trials_and_share_one_benchmark_server(
     ray_cluster: None, tmp_path: Path
 ) -> None:
     searches = [
-        SearchSpec(description=_scale(tmp_path), budget=3, name="scale-a"),
-        SearchSpec(description=_scale(tmp_path), budget=3, seed=1, name="scale-b"),
+        SearchSpec(description=scale_description(tmp_path), budget=3, name="scale-a"),
+        SearchSpec(description=scale_description(tmp_path), budget=3, seed=1, name="scale-b"),
     ]
     config = CampaignConfig(out=tmp_path / "out", benchmark="per-gpu", tracking="none")
     rows = run_campaign(searches, config)

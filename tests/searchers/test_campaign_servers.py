@@ -7,15 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from objectives import benchmark_worker_setup
 from searchers.benchmark_pool import BenchmarkPool
 from searchers.campaign import run_campaign
 from searchers.campaign_specs import CampaignConfig
 from searchers.campaign_specs import SearchSpec
+from tests.searchers.test_campaign import scale_description
 
-ROOT = Path(__file__).resolve().parents[2]
 SEARCHES = 3
 BUDGET = 3
 BUSY_SHARE = 0.25
@@ -28,23 +27,12 @@ def _scale(folder: Path) -> Path:
     candidate's check and timing (a few tenths of a second) outweigh its compile, as a GPU's
     timing of a matrix does. The search varies `num_warps`, which the interpreter ignores:
     every candidate costs its server the same."""
-    data = {
-        "name": "scale",
-        "kind": "triton",
-        "source": str(ROOT / "tests/objectives/data/scale.py"),
-        "entry": "scale_kernel",
-        "metric": "time_ms",
-        "sizes": {"n": 8192},
-        "inputs": [{"name": "x", "shape": ["n"]}, {"name": "y", "shape": ["n"]}],
-        "outputs": ["y"],
-        "grid": "(ceil(n / BLOCK),)",
-        "reference": "2.0 * x",
-        "params": {"BLOCK": {"ordinal": [64]}},
-        "controls": {"triton": {"include": ["num_warps"]}},
-    }
-    path = folder / "scale.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return scale_description(
+        folder,
+        n=8192,
+        params={"BLOCK": {"ordinal": [64]}},
+        controls={"triton": {"include": ["num_warps"]}},
+    )
 
 
 @pytest.mark.slow
