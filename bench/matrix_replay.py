@@ -46,6 +46,7 @@ from objectives import make_search_space
 from objectives import starting_points
 from objectives.matrix import descent_shapes
 from searchers.local_search import kernel_engine
+from searchers.plan import SearchPlan
 
 Values = dict[str, list[float | None]]
 
@@ -156,13 +157,9 @@ def replay(
     """One search of max(`budgets`) evaluations on the record: its quality at each budget."""
     weights = matrix.weights
     keys = [f"value@{i}" for i in range(len(weights))]
+    plan = SearchPlan(matrix.space, "value_geomean", "min", max(budgets), seed, matrix.points)
     engine = kernel_engine(
-        space=matrix.space,
-        metric="value_geomean",
-        mode="min",
-        budget=max(budgets),
-        seed=seed,
-        points_to_evaluate=matrix.points,
+        plan,
         workers=1,
         shapes=dict(zip(keys, weights, strict=True)) if descent and matrix.descends else None,
     )

@@ -111,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from searchers.kernel_search import placement_on_cluster
     from searchers.kernel_search import start_benchmark_pool
     from searchers.kernel_search import uses_benchmark_pool
+    from searchers.plan import SearchPlan
 
     desc = load_description(args.description)
     space = recording_space(desc, _controls(args.control))
@@ -121,19 +122,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         pool = start_benchmark_pool(desc.kind) if uses_benchmark_pool(desc.kind, "auto") else None
         placement = placement_on_cluster(desc.kind, staged=pool is not None)
         print(f"placement: {placement.note}", flush=True)
+        plan = SearchPlan.of(desc, space, [], max_evaluations=size, seed=0, strategy="random")
         tuner, searcher = kernel_tuner(
             logged_trainable(desc, benchmark=pool),
             placement,
-            space=space,
-            metric=desc.metric,
-            mode=desc.mode,
-            max_evaluations=size,
-            seed=0,
-            points_to_evaluate=[],
-            run_config=tune.RunConfig(
+            plan,
+            tune.RunConfig(
                 name=f"record-{desc.name}", storage_path=str(args.work.resolve()), verbose=0
             ),
-            strategy="random",
         )
         started = time.perf_counter()
         tuner.fit()

@@ -73,6 +73,7 @@ def run_once(
     from searchers.kernel_search import kernel_tuner
     from searchers.kernel_search import placement_on_cluster
     from searchers.placement import search_throughput
+    from searchers.plan import SearchPlan
 
     desc = load_description(description)
     space = make_search_space(desc)
@@ -92,21 +93,17 @@ def run_once(
             )
         placement = placement_on_cluster(desc.kind, trials_per_gpu)
         concurrency = placement.max_concurrent_trials
-        tuner, _ = kernel_tuner(
-            make_trainable(desc),
-            placement,
-            space=space,
-            metric=desc.metric,
-            mode=desc.mode,
-            strategy=strategy,
+        plan = SearchPlan.of(
+            desc,
+            space,
+            starting_points(desc, space),
             max_evaluations=evals,
-            time_budget_s=max_search_s,
             seed=seed,
-            points_to_evaluate=starting_points(desc, space),
-            run_config=tune.RunConfig(
-                name=f"scaling_{slots}", storage_path=str(storage), verbose=0
-            ),
+            strategy=strategy,
+            time_budget_s=max_search_s,
         )
+        run_config = tune.RunConfig(name=f"scaling_{slots}", storage_path=str(storage), verbose=0)
+        tuner, _ = kernel_tuner(make_trainable(desc), placement, plan, run_config)
         started = time.perf_counter()
         grid = tuner.fit()
         wall_s = time.perf_counter() - started

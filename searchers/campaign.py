@@ -68,6 +68,7 @@ from searchers.matrix_search import per_shape_values
 from searchers.matrix_search import trial_metrics
 from searchers.matrix_search import write_matrix_table
 from searchers.placement import search_throughput
+from searchers.plan import SearchPlan
 from searchers.tracking import tracking_callbacks
 
 TABLE = "campaign.csv"
@@ -167,12 +168,9 @@ def run_search(
     tuner, searcher = kernel_tuner(
         _objective(spec, name, desc, benchmark),
         placement,
-        space=space,
-        metric=metric,
-        mode=desc.mode,
-        max_evaluations=spec.budget,
-        seed=spec.seed,
-        points_to_evaluate=points,
+        SearchPlan.of(
+            desc, space, points, metric=metric, max_evaluations=spec.budget, seed=spec.seed
+        ),
         run_config=tune.RunConfig(
             name=name,
             storage_path=str(out / "ray"),

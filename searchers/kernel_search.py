@@ -20,7 +20,6 @@ from typing import Any
 import ray
 from ray import tune
 
-from ciq_tune.results import SearchResults
 from ciq_tune.space import SearchSpace
 from ciq_tune.validation.noise_aware import CONFIRM_ROUNDS
 from ciq_tune.validation.noise_aware import NOISE
@@ -36,6 +35,7 @@ from searchers.compileiq_searcher import CompileIQSearcher
 from searchers.noise_aware import noise_aware
 from searchers.placement import Placement
 from searchers.placement import plan_placement
+from searchers.plan import SearchPlan
 
 
 def logged_trainable(
@@ -111,45 +111,25 @@ def start_benchmark_pool(kind: str, *, gpus: int | None = None) -> BenchmarkPool
 def kernel_tuner(
     trainable: Callable[[dict[str, Any]], Any],
     placement: Placement,
-    *,
-    space: SearchSpace,
-    metric: str,
-    mode: str,
-    max_evaluations: int,
-    seed: int,
-    points_to_evaluate: Sequence[Mapping[str, Any]],
+    plan: SearchPlan,
     run_config: tune.RunConfig,
-    time_budget_s: float | None = None,
-    strategy: str = "auto",
-    transfer_from: SearchResults | None = None,
 ) -> tuple[tune.Tuner, CompileIQSearcher]:
-    """The Tuner of a kernel search and its searcher (for its results after `fit`).
+    """The Tuner of a kernel search (`plan`) and its searcher (for its results after `fit`).
 
     Trials get `placement`'s resources; actors are reused, which keeps each trial slot's
     isolated benchmark worker warm (~4.5 s to start on an H100). With several GPU trials at a
     time the engine proposes whenever one ends, rather than waiting for a generation's slowest
-    compile. `transfer_from`: an earlier search of the kernel to start from
-    (`CompileIQSearcher`).
+    compile.
     """
-    searcher = CompileIQSearcher(
-        space=space,
-        metric=metric,
-        mode=mode,
-        strategy=strategy,
-        max_evaluations=max_evaluations,
-        time_budget_s=time_budget_s,
-        seed=seed,
-        points_to_evaluate=points_to_evaluate,
-        transfer_from=transfer_from,
-        engine_config={"steady_state": True} if placement.steady_state else None,
-    )
+    steady = {"steady_state": True} if placement.steady_state else None
+    searcher = CompileIQSearcher(**vars(plan), engine_config=steady)
     tuner = tune.Tuner(
         tune.with_resources(trainable, placement.resources),
         tune_config=tune.TuneConfig(
             search_alg=searcher,
             # The searcher ends the run (its budget); Tune's own count is the same number, so
             # its banner says how many trials there will be at most.
-            num_samples=max_evaluations,
+            num_samples=plan.max_evaluations,
             reuse_actors=True,
             # Without it Tune keeps one trial pending for a custom searcher: one at a time.
             max_concurrent_trials=placement.max_concurrent_trials,
@@ -252,18 +232,10 @@ def run_search(
             patience=noise.patience,
         )
         run_config = dataclasses.replace(run_config, stop=stopper)
-    tuner, _ = kernel_tuner(
-        trainable,
-        placement,
-        space=space,
-        metric=metric,
-        mode=mode,
-        max_evaluations=budget,
-        time_budget_s=time_budget_s,
-        seed=seed,
-        points_to_evaluate=points_to_evaluate,
-        run_config=run_config,
+    plan = SearchPlan(
+        space, metric, mode, budget, seed, points_to_evaluate, time_budget_s=time_budget_s
     )
+    tuner, _ = kernel_tuner(trainable, placement, plan, run_config)
     t0 = time.perf_counter()
     grid = tuner.fit()
     wall_s = time.perf_counter() - t0

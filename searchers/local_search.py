@@ -31,7 +31,6 @@ from ciq_tune.progress import Progress
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
 from ciq_tune.results import result_outcome
-from ciq_tune.space import SearchSpace
 from ciq_tune.tracking import EvaluationTracker
 from ciq_tune.tracking import MlflowWriter
 from ciq_tune.tracking import TrackingConfig
@@ -54,6 +53,7 @@ if TYPE_CHECKING:
     # The engine imports scipy and pymoo (seconds): a local search starts its workers first.
     from ciq_tune.engine import Candidate
     from ciq_tune.engine import Engine
+    from searchers.plan import SearchPlan
 
 Trainable = Callable[[dict[str, Any]], dict[str, Any]]
 # Result keys the engine's records keep (its `info`), for the evaluations table.
@@ -107,41 +107,32 @@ def confirm_near_best(trainable: Trainable, metric: str, mode: str) -> Trainable
 
 
 def kernel_engine(
-    *,
-    space: SearchSpace,
-    metric: str,
-    mode: str,
-    budget: int,
-    seed: int,
-    points_to_evaluate: Sequence[Mapping[str, Any]],
-    workers: int,
-    strategy: str = "auto",
-    transfer_from: SearchResults | None = None,
-    shapes: Mapping[str, float] | None = None,
+    plan: SearchPlan, *, workers: int, shapes: Mapping[str, float] | None = None
 ) -> Engine:
-    """The engine of a local kernel search: `budget` evaluations of `strategy`
-    (`ciq_tune.engine.create_engine`), `points_to_evaluate` first, proposing whenever one of
-    `workers` is free. `shapes`: in a matrix search whose shapes each keep their own best, the
-    result key of each shape's value and its weight, for a per-shape descent beside the
-    strategy (`ciq_tune.engine.shape_descent`; not beside a listing, which proposes every
-    configuration anyway)."""
+    """The engine of a local kernel search (`plan`), proposing whenever one of `workers` is
+    free. `shapes`: in a matrix search whose shapes each keep their own best, the result key of
+    each shape's value and its weight, for a per-shape descent beside the strategy
+    (`ciq_tune.engine.shape_descent`; not beside a listing, which proposes every configuration
+    anyway)."""
     from ciq_tune.engine import Budget
     from ciq_tune.engine import create_engine
     from ciq_tune.engine.shape_descent import ShapeDescent
 
     engine = create_engine(
-        strategy,
-        space,
-        [Objective(name=metric, mode=mode)],  # type: ignore[arg-type]
+        plan.strategy,
+        plan.space,
+        [Objective(name=plan.metric, mode=plan.mode)],  # type: ignore[arg-type]
         config={"steady_state": True} if workers > 1 else None,
-        budget=Budget(max_evaluations=budget),
-        seed=seed,
-        initial_points=list(points_to_evaluate),
-        transfer_from=transfer_from,
+        budget=Budget(max_evaluations=plan.max_evaluations, max_time_s=plan.time_budget_s),
+        seed=plan.seed,
+        initial_points=list(plan.points_to_evaluate),
+        transfer_from=plan.transfer_from,
     )
     if shapes and engine.name != "exhaustive":
         engine.shape_descent = ShapeDescent(
-            keys=list(shapes), weights=list(shapes.values()), mode="max" if mode == "max" else "min"
+            keys=list(shapes),
+            weights=list(shapes.values()),
+            mode="max" if plan.mode == "max" else "min",
         )
     return engine
 

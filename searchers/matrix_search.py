@@ -37,6 +37,7 @@ from objectives.matrix import shape_values
 from searchers.matrix_validation import BucketRounds
 from searchers.matrix_validation import config_key
 from searchers.matrix_validation import validate_bucket
+from searchers.plan import SearchPlan
 
 if TYPE_CHECKING:
     from ray import tune
@@ -77,6 +78,18 @@ class MatrixSettings:
     validate_top: int = 3
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     strategy: str = "auto"
+
+    def plan(self, desc: KernelDescription, space: SearchSpace, points: list[Any]) -> SearchPlan:
+        """The search of `desc`'s matrix: its score (`matrix_metric`) over `space`."""
+        return SearchPlan.of(
+            desc,
+            space,
+            points,
+            metric=matrix_metric(desc),
+            max_evaluations=self.budget,
+            seed=self.seed,
+            strategy=self.strategy,
+        )
 
 
 class MatrixInterrupted(Exception):
@@ -182,14 +195,33 @@ def tune_matrix(
         if proceed is not None and not proceed():
             raise MatrixInterrupted(results, shapes)
         ranked = _bucket_results(desc, group, results, shapes, base_values)
-        outcome = _outcome(desc, group, ranked, baseline, base_values, settings, rounds)
+        references = [base_values[i] for i in group.indices]
+        validation = validate_bucket(
+            desc,
+            group,
+            ranked,
+            baseline,
+            references,
+            rounds,
+            top_k=settings.validate_top,
+            config=settings.validation,
+        )
+        winner = _winner(ranked, validation, baseline)
         # The search's values of the configuration it evaluated (before any simplification).
-        searched = outcome.validation.winner
-        evaluated = outcome.winner if searched is None else searched.config
-        outcome.helion_config = _helion_config(rows.get(config_key(evaluated), {}))
+        evaluated = winner if validation.winner is None else validation.winner.config
         winner_values = _values_at(results, shapes, evaluated, n)
-        outcome.winner_values = [winner_values[i] for i in group.indices]
-        outcomes.append(outcome)
+        outcomes.append(
+            BucketOutcome(
+                group=group,
+                baseline=baseline,
+                winner=winner,
+                evaluations=len(ranked.records),
+                baseline_values=references,
+                winner_values=[winner_values[i] for i in group.indices],
+                validation=validation,
+                helion_config=_helion_config(rows.get(config_key(evaluated), {})),
+            )
+        )
     if rounds.counter.rounds:
         wall = time.perf_counter() - started
         log(f"validation of {len(groups)} buckets: {rounds.counter.summary(wall)}")
@@ -212,16 +244,7 @@ def on_ray(
         trainable: Trainable, space: SearchSpace, points: list[Any]
     ) -> tuple[SearchResults, dict[str, dict[str, Any]]]:
         tuner, searcher = kernel_tuner(
-            trainable,
-            placement,
-            space=space,
-            metric=matrix_metric(desc),
-            mode=desc.mode,
-            max_evaluations=settings.budget,
-            seed=settings.seed,
-            points_to_evaluate=points,
-            run_config=run_config,
-            strategy=settings.strategy,
+            trainable, placement, settings.plan(desc, space, points), run_config
         )
         try:
             grid = tuner.fit()
@@ -289,37 +312,6 @@ def _values_at(
     """The per-shape values of `config`'s evaluation (None at every shape when it has none)."""
     return next(
         (v for r, v in zip(results.records, shapes, strict=True) if r.config == config), [None] * n
-    )
-
-
-def _outcome(
-    desc: KernelDescription,
-    group: ShapeGroup,
-    results: SearchResults,
-    baseline: dict[str, Any],
-    base_values: list[float | None],
-    settings: MatrixSettings,
-    rounds: BucketRounds,
-) -> BucketOutcome:
-    references = [base_values[i] for i in group.indices]
-    validation = validate_bucket(
-        desc,
-        group,
-        results,
-        baseline,
-        references,
-        rounds,
-        top_k=settings.validate_top,
-        config=settings.validation,
-    )
-    return BucketOutcome(
-        group=group,
-        baseline=baseline,
-        winner=_winner(results, validation, baseline),
-        evaluations=len(results.records),
-        baseline_values=references,
-        winner_values=[],
-        validation=validation,
     )
 
 

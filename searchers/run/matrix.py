@@ -171,14 +171,8 @@ def _tune_locally(
             trainable: Any, space: Any, points: list[Any]
         ) -> tuple[Any, dict[str, dict[str, Any]]]:
             engine = restored or kernel_engine(
-                space=space,
-                metric=metric,
-                mode=desc.mode,
-                budget=settings.budget,
-                seed=settings.seed,
-                points_to_evaluate=points,
+                settings.plan(desc, space, points),
                 workers=local.slots,
-                strategy=settings.strategy,
                 shapes=descent_shapes(desc),
             )
             done = search_locally(

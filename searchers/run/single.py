@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING
 from typing import Any
 
+from searchers.plan import SearchPlan
 from searchers.run.interrupt import graceful_interrupt
 from searchers.run.interrupt import report_interrupted
 from searchers.run.interrupt import write_evaluations
@@ -47,37 +48,32 @@ def search_description(
     processes, or on Ray Tune trials without them; then its validation and outputs.
     `earlier`: the run `transfer_from` names."""
     strategy, budget = search_budget(options, space)
-    write_run_settings(options)
-    if local is None:
-        return _search_on_ray(
-            options, desc, space, points, settings, writer, (strategy, budget, earlier)
-        )
-    from searchers.local_search import kernel_engine
-
-    engine = kernel_engine(
-        space=space,
-        metric=desc.metric,
-        mode=desc.mode,
-        budget=budget,
+    plan = SearchPlan.of(
+        desc,
+        space,
+        points,
+        max_evaluations=budget,
         seed=options.seed,
-        points_to_evaluate=points,
-        workers=local.slots,
         strategy=strategy,
         transfer_from=earlier,
     )
+    write_run_settings(options)
+    if local is None:
+        return _search_on_ray(options, desc, plan, settings, writer)
+    from searchers.local_search import kernel_engine
+
+    engine = kernel_engine(plan, workers=local.slots)
     return run_local_search(desc, engine, points[0], local, options, settings, writer)
 
 
 def _search_on_ray(
     options: TuneOptions,
     desc: Any,
-    space: Any,
-    points: list[Any],
+    plan: SearchPlan,
     settings: ValidationConfig,
     writer: MlflowWriter | None,
-    plan: tuple[str, int, SearchResults | None],
 ) -> int:
-    """The search as Ray Tune trials (`plan`: the strategy, the budget and the earlier run)."""
+    """The search (`plan`) as Ray Tune trials."""
     # Ray is imported once the arguments and files are known to be good (it takes seconds).
     import ray
     from ray import tune
@@ -89,7 +85,6 @@ def _search_on_ray(
     from searchers.kernel_search import kernel_tuner
     from searchers.tracking import tracking_callbacks
 
-    strategy, budget, earlier = plan
     started_ray = ray_init(options.address, options.num_cpus, options.verbose)
     pool = None
     try:
@@ -100,14 +95,7 @@ def _search_on_ray(
             tuner, searcher = kernel_tuner(
                 kernel_trainable(desc, benchmark=pool),
                 placement,
-                space=space,
-                metric=desc.metric,
-                mode=desc.mode,
-                max_evaluations=budget,
-                strategy=strategy,
-                seed=options.seed,
-                points_to_evaluate=points,
-                transfer_from=earlier,
+                plan,
                 run_config=tune.RunConfig(
                     name=desc.name,
                     storage_path=str(options.out.resolve() / "ray"),
@@ -119,7 +107,7 @@ def _search_on_ray(
                             search_name=desc.name,
                             started_writer=writer,
                         ),
-                        *progress_callbacks(desc, budget, options.quiet),
+                        *progress_callbacks(desc, plan.max_evaluations, options.quiet),
                         # A Ctrl+C before Tune's loop listens for a stop is handed over here.
                         StopRequested(lambda: interrupt.received),
                     ],
@@ -134,14 +122,21 @@ def _search_on_ray(
         # Re-measured on the servers that timed the search, with its protocol.
         measure = None if pool is None else served_measure_of(desc, pool)
         validation = validate_best(
-            desc, searcher.results(), points[0], options.validate_top, settings, measure=measure
+            desc,
+            searcher.results(),
+            plan.points_to_evaluate[0],
+            options.validate_top,
+            settings,
+            measure=measure,
         )
     finally:
         if pool is not None:
             pool.shutdown()
         if started_ray:
             ray.shutdown()
-    return write_outputs(options.out, desc, searcher.results(), grid, points, validation)
+    return write_outputs(
+        options.out, desc, searcher.results(), grid, plan.points_to_evaluate, validation
+    )
 
 
 def run_local_search(

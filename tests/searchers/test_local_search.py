@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from objectives.matrix import descent_shapes
 from searchers.local_search import config_key
 from searchers.local_search import kernel_engine
 from searchers.local_search import search_locally
+from searchers.plan import SearchPlan
 from searchers.run.setup import default_budget
 from tests.objectives.data.row_scale_description import row_scale_description
 
@@ -31,13 +33,7 @@ SPACE = ss.SearchSpace({"x": ss.ordinal(list(range(20))), "y": ss.choice([1, 2, 
 def _engine(*, budget: int, seed: int, workers: int, points: list[dict] | None = None) -> Any:
     """A local search's engine over `SPACE`, minimising ``score``."""
     return kernel_engine(
-        space=SPACE,
-        metric="score",
-        mode="min",
-        budget=budget,
-        seed=seed,
-        points_to_evaluate=points or [],
-        workers=workers,
+        SearchPlan(SPACE, "score", "min", budget, seed, points or []), workers=workers
     )
 
 
@@ -230,14 +226,12 @@ def test_a_per_shape_matrix_search_descends_per_shape_beside_its_strategy() -> N
     shapes = descent_shapes(desc)
     assert list(shapes) == [f"time_ms@{i}" for i in range(12)]
     assert list(shapes.values()) == [s.weight for s in desc.matrix()]
-    common = {"space": SPACE, "metric": "score", "mode": "min", "seed": 0}
-    engine = kernel_engine(**common, budget=10, points_to_evaluate=[], workers=2, shapes=shapes)
+    plan = SearchPlan(SPACE, "score", "min", max_evaluations=10, seed=0)
+    engine = kernel_engine(plan, workers=2, shapes=shapes)
     assert engine.shape_descent is not None and engine.shape_descent.keys == list(shapes)
     # A listing proposes every configuration anyway: no descent beside it.
-    listing = kernel_engine(
-        **common, budget=60, points_to_evaluate=[], workers=2, shapes=shapes, strategy="exhaustive"
-    )
-    assert listing.shape_descent is None
+    listing = replace(plan, max_evaluations=60, strategy="exhaustive")
+    assert kernel_engine(listing, workers=2, shapes=shapes).shape_descent is None
     # Its default budget: 8 evaluations per shape; a description without shapes keeps 50.
     assert default_budget(desc) == 96
     assert default_budget(load_description(LLM_MATRIX.with_name("matmul.yaml"))) == 50
