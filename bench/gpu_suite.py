@@ -492,6 +492,15 @@ def markdown(data: Mapping[str, Any], kernel: SuiteKernel) -> str:
 
 
 # -- main ----------------------------------------------------------------------------------------
+def _steps(text: str) -> set[str]:
+    """`--skip`'s comma-separated steps as a set."""
+    steps = {s for s in text.split(",") if s}
+    unknown = steps - {"search", "autotune", "remeasure"}
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown steps {sorted(unknown)}")
+    return steps
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", required=True, choices=sorted(KERNELS))
@@ -517,7 +526,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-cpus", type=int, help="CPUs of the local Ray (default: all)")
     parser.add_argument(
         "--skip",
-        default="",
+        type=_steps,
+        default=set(),
         help="comma-separated steps to leave out: search, autotune, remeasure",
     )
     parser.add_argument(
@@ -542,11 +552,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             f"--evals >= 1, --rounds >= 3 and --trials-per-gpu >= 1 are needed, got "
             f"{args.evals}, {args.rounds}, {args.trials_per_gpu}"
         )
-    skip = {s for s in args.skip.split(",") if s}
-    unknown = skip - {"search", "autotune", "remeasure"}
-    if unknown:
-        parser.error(f"--skip names unknown steps {sorted(unknown)}")
-    args.skip = skip
     return args
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    pass
+
+def add_description(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--description`: the kernel description file (YAML or JSON) behind the controls file a
+    command reads; `help` says what the command does with it."""
+    parser.add_argument("--description", type=Path, help=help)
 
 
 def add_vendor_controls(parser: argparse.ArgumentParser) -> None:

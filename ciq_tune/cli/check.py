@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ciq_tune.cli._options import add_description
 from ciq_tune.cli._options import add_vendor_controls
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
@@ -12,11 +13,7 @@ from ciq_tune.cli._registry import register
 
 def _check_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="controls file (YAML)")
-    parser.add_argument(
-        "--description",
-        type=Path,
-        help="kernel description: also compare the kernel source hash and arch",
-    )
+    add_description(parser, "kernel description: also compare the kernel source hash and arch")
     parser.add_argument(
         "--ignore-gpu", action="store_true", help="do not compare the GPU (compile-only CI)"
     )

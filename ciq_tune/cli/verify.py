@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from ciq_tune.cli._options import add_description
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
 from ciq_tune.errors import CiqTuneError
@@ -14,10 +15,8 @@ from ciq_tune.errors import CiqTuneError
 
 def _verify_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("controls", type=Path, help="a controls file written by `ciq-tune tune`")
-    parser.add_argument(
-        "--description",
-        type=Path,
-        help="the kernel description (default: the one named in run.json next to CONTROLS)",
+    add_description(
+        parser, "the kernel description (default: the one named in run.json next to CONTROLS)"
     )
     parser.add_argument(
         "--rounds", type=int, default=30, help="interleaved rounds per method (default 30)"
