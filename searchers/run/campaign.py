@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ciq_tune.errors import CiqTuneError
 from searchers.run.interrupt import graceful_interrupt
 from searchers.run.interrupt import report_kept
-from searchers.run.setup import ray_init
+from searchers.run.setup import ray_session
 
 if TYPE_CHECKING:
     from searchers.run.options import TuneOptions
@@ -18,7 +18,6 @@ def tune_campaign(options: TuneOptions) -> int:
     """Run one search per description (× shape) at once on the Ray cluster; print and write
     the table of searches (OUT/campaign.csv). Exit status 1 when a search did not finish, 130
     when a Ctrl+C stopped the campaign (every search's finished evaluations written)."""
-    import ray
     from pydantic import ValidationError
 
     from searchers.campaign import run_campaign
@@ -43,14 +42,12 @@ def tune_campaign(options: TuneOptions) -> int:
     if options.validate_top:
         print("campaign: --validate-top is not applied per search; run `ciq-tune validate`")
     print(f"campaign: {len(searches)} searches of {options.evaluations} evaluations", flush=True)
-    started_ray = ray_init(options.address, options.num_cpus, options.verbose)
-    try:
-        # No Tune run in this process: the searches' own drivers poll the campaign's stop.
-        with graceful_interrupt() as interrupt:
-            rows = run_campaign(searches, config, proceed=lambda: not interrupt.received)
-    finally:
-        if started_ray:
-            ray.shutdown()
+    # No Tune run in this process: the searches' own drivers poll the campaign's stop.
+    with (
+        ray_session(options.address, options.num_cpus, options.verbose),
+        graceful_interrupt() as interrupt,
+    ):
+        rows = run_campaign(searches, config, proceed=lambda: not interrupt.received)
     for row in rows:
         print(
             f"{row['name']}: {row['status']}, {row.get('evaluations')} evaluations, "

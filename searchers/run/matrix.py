@@ -12,11 +12,10 @@ from searchers.run.interrupt import report_kept
 from searchers.run.options import VALIDATE_TOP
 from searchers.run.outputs import relative_path
 from searchers.run.setup import SEARCH_STATE
-from searchers.run.setup import benchmark_pool
-from searchers.run.setup import place_trials
 from searchers.run.setup import print_local_throughput
-from searchers.run.setup import ray_init
+from searchers.run.setup import ray_session
 from searchers.run.setup import search_budget
+from searchers.run.setup import trial_resources
 from searchers.run.setup import write_run_settings
 
 if TYPE_CHECKING:
@@ -109,30 +108,23 @@ def _tune_on_ray(
 ) -> MatrixSearch:
     """The matrix search as Ray Tune trials, each bucket then re-measured on the benchmark
     servers (or in a Ray task holding a GPU without them)."""
-    import ray
 
     from searchers.interrupt import StopRequested
     from searchers.interrupt import interrupt_tune_run
     from searchers.matrix_search import on_ray
     from searchers.matrix_search import tune_matrix
 
-    started_ray = ray_init(options.address, options.num_cpus, options.verbose)
-    pool = None
-    try:
-        pool = benchmark_pool(desc.kind, options.benchmark)
-        placement = place_trials(desc.kind, options.trials_per_gpu, staged=pool is not None)
-        with graceful_interrupt(interrupt_tune_run) as interrupt:
-            stop = StopRequested(lambda: interrupt.received)
-            run_config = _run_config(options, desc.name, stop, writer)
-            search = on_ray(desc, settings, placement, run_config)
-            return tune_matrix(
-                desc, settings, search, benchmark=pool, proceed=lambda: not interrupt.received
-            )
-    finally:
-        if pool is not None:
-            pool.shutdown()
-        if started_ray:
-            ray.shutdown()
+    with (
+        ray_session(options.address, options.num_cpus, options.verbose),
+        trial_resources(desc.kind, options.benchmark, options.trials_per_gpu) as (pool, placement),
+        graceful_interrupt(interrupt_tune_run) as interrupt,
+    ):
+        stop = StopRequested(lambda: interrupt.received)
+        run_config = _run_config(options, desc.name, stop, writer)
+        search = on_ray(desc, settings, placement, run_config)
+        return tune_matrix(
+            desc, settings, search, benchmark=pool, proceed=lambda: not interrupt.received
+        )
 
 
 def _tune_locally(

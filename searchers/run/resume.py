@@ -18,9 +18,8 @@ from searchers.run.options import check_num_cpus
 from searchers.run.outputs import write_outputs
 from searchers.run.setup import RUN_SETTINGS
 from searchers.run.setup import SEARCH_STATE
-from searchers.run.setup import benchmark_pool
-from searchers.run.setup import place_trials
-from searchers.run.setup import ray_init
+from searchers.run.setup import ray_session
+from searchers.run.setup import trial_resources
 from searchers.run.setup import with_vendor_files
 from searchers.run.single import run_local_search
 from searchers.run.validate import served_measure_of
@@ -102,7 +101,6 @@ def resume(
             "pass --trust-pickle if you wrote this folder yourself"
         )
     # Ray is imported once the arguments and files are known to be good (it takes seconds).
-    import ray
     from ray import tune
 
     from searchers.compileiq_searcher import CompileIQSearcher
@@ -120,15 +118,13 @@ def resume(
     config = validation_config(
         settings.get("validate_repetitions"), settings.get("simplify_params", False)
     )
-    started_ray = ray_init(address, num_cpus, verbose)
-    pool = None
-    try:
-        # A run.json from before trials could share a GPU has no trials_per_gpu: one per GPU.
-        # A run.json from before benchmark servers timed in-trial.
-        pool = benchmark_pool(desc.kind, settings.get("benchmark", "in-trial"))
-        placement = place_trials(
-            desc.kind, settings.get("trials_per_gpu", 1), staged=pool is not None
-        )
+    # A run.json from before benchmark servers timed in-trial; one from before trials could
+    # share a GPU has no trials_per_gpu: one per GPU.
+    mode, trials_per_gpu = settings.get("benchmark", "in-trial"), settings.get("trials_per_gpu", 1)
+    with (
+        ray_session(address, num_cpus, verbose),
+        trial_resources(desc.kind, mode, trials_per_gpu) as (pool, placement),
+    ):
         trainable = tune.with_resources(kernel_trainable(desc, benchmark=pool), placement.resources)
         with graceful_interrupt(interrupt_tune_run) as interrupt:
             grid = tune.Tuner.restore(str(experiment), trainable).fit()
@@ -141,11 +137,6 @@ def resume(
         validation = validate_best(
             desc, searcher.results(), points[0], validate_top, config, measure=measure
         )
-    finally:
-        if pool is not None:
-            pool.shutdown()
-        if started_ray:
-            ray.shutdown()
     return write_outputs(run_dir, desc, searcher.results(), grid, points, validation)
 
 

@@ -5,7 +5,9 @@ the throughput lines (one description, a matrix, staged controls, `resume`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -23,17 +25,22 @@ if TYPE_CHECKING:
     from searchers.run.options import TuneOptions
 
 
-def ray_init(address: str | None, num_cpus: int | None, verbose: bool) -> bool:
-    """Start or join Ray for `tune`/`resume`; False when this process already runs Ray (`main`
-    called from a program or notebook that has it), which the command then leaves running."""
+@contextmanager
+def ray_session(address: str | None, num_cpus: int | None, verbose: bool) -> Iterator[None]:
+    """Ray started or joined for `tune`/`resume`, and shut down at the end unless this process
+    already ran Ray (`main` called from a program or notebook that has it)."""
     import ray
 
-    if ray.is_initialized():
-        return False
-    # Forwarding worker output prints each trial's lines and, at shutdown, the tracebacks of
-    # actors Ray ends with SIGTERM; only on request.
-    ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=verbose)
-    return True
+    started = not ray.is_initialized()
+    if started:
+        # Forwarding worker output prints each trial's lines and, at shutdown, the tracebacks
+        # of actors Ray ends with SIGTERM; only on request.
+        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=verbose)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def with_vendor_files(desc: Any, files: Sequence[Path]) -> Any:
@@ -203,8 +210,26 @@ def write_run_settings(options: TuneOptions) -> None:
     (options.out / RUN_SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
 
 
-def benchmark_pool(kind: str, mode: str) -> BenchmarkPool | None:
-    """The per-GPU benchmark servers of a search in benchmark `mode`, started, or None."""
+@contextmanager
+def trial_resources(
+    kind: str, mode: str, trials_per_gpu: int | None
+) -> Iterator[tuple[BenchmarkPool | None, Placement]]:
+    """The per-GPU benchmark servers of a search in benchmark `mode` (started, or None) and the
+    trials' resources on the Ray cluster that `ray_session` connected to, printed; the servers
+    shut down at the end."""
+    from searchers.kernel_search import placement_on_cluster
+
+    pool = _benchmark_pool(kind, mode)
+    try:
+        placement = placement_on_cluster(kind, trials_per_gpu, staged=pool is not None)
+        print(f"placement: {placement.note}", flush=True)
+        yield pool, placement
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def _benchmark_pool(kind: str, mode: str) -> BenchmarkPool | None:
     from searchers.kernel_search import start_benchmark_pool
     from searchers.kernel_search import uses_benchmark_pool
 
@@ -219,15 +244,6 @@ def benchmark_pool(kind: str, mode: str) -> BenchmarkPool | None:
         f"benchmark servers: {len(pool.servers)}, warming up beside the first compiles", flush=True
     )
     return pool
-
-
-def place_trials(kind: str, trials_per_gpu: int | None, *, staged: bool = False) -> Placement:
-    """Trial resources on the Ray cluster that `ray.init` connected to, printed."""
-    from searchers.kernel_search import placement_on_cluster
-
-    placement = placement_on_cluster(kind, trials_per_gpu, staged=staged)
-    print(f"placement: {placement.note}", flush=True)
-    return placement
 
 
 def print_throughput(grid: Any, wall_s: float, placement: Placement) -> None:

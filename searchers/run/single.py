@@ -14,14 +14,13 @@ from searchers.run.interrupt import report_interrupted
 from searchers.run.interrupt import write_evaluations
 from searchers.run.outputs import write_outputs
 from searchers.run.setup import SEARCH_STATE
-from searchers.run.setup import benchmark_pool
-from searchers.run.setup import place_trials
 from searchers.run.setup import print_local_throughput
 from searchers.run.setup import print_throughput
 from searchers.run.setup import progress_callbacks
-from searchers.run.setup import ray_init
+from searchers.run.setup import ray_session
 from searchers.run.setup import require_gpu_for_cuda
 from searchers.run.setup import search_budget
+from searchers.run.setup import trial_resources
 from searchers.run.setup import write_run_settings
 from searchers.run.validate import served_measure_of
 from searchers.run.validate import validate_best
@@ -85,11 +84,10 @@ def _search_on_ray(
     from searchers.kernel_search import kernel_tuner
     from searchers.tracking import tracking_callbacks
 
-    started_ray = ray_init(options.address, options.num_cpus, options.verbose)
-    pool = None
-    try:
-        pool = benchmark_pool(desc.kind, options.benchmark)
-        placement = place_trials(desc.kind, options.trials_per_gpu, staged=pool is not None)
+    with (
+        ray_session(options.address, options.num_cpus, options.verbose),
+        trial_resources(desc.kind, options.benchmark, options.trials_per_gpu) as (pool, placement),
+    ):
         require_gpu_for_cuda(desc.kind, int(ray.cluster_resources().get("GPU", 0)))
         with graceful_interrupt(interrupt_tune_run) as interrupt:
             tuner, searcher = kernel_tuner(
@@ -129,11 +127,6 @@ def _search_on_ray(
             settings,
             measure=measure,
         )
-    finally:
-        if pool is not None:
-            pool.shutdown()
-        if started_ray:
-            ray.shutdown()
     return write_outputs(
         options.out, desc, searcher.results(), grid, plan.points_to_evaluate, validation
     )

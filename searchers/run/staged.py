@@ -14,7 +14,7 @@ from searchers.run.interrupt import report_interrupted
 from searchers.run.interrupt import write_evaluations
 from searchers.run.outputs import write_outputs
 from searchers.run.setup import progress_callbacks
-from searchers.run.setup import ray_init
+from searchers.run.setup import ray_session
 from searchers.run.setup import require_gpu_for_cuda
 from searchers.run.setup import with_vendor_files
 from searchers.run.setup import write_run_settings
@@ -98,10 +98,9 @@ def tune_staged(options: TuneOptions) -> int:
     # As `_tune`: noise-aware unless a fresh evaluation reproduces the metric exactly; no
     # convergence stop.
     noise = None if measurement_is_exact(desc) else NoiseSettings(patience=0)
-    started_ray = ray_init(options.address, options.num_cpus, options.verbose)
     # One progress line over both stages' evaluations (stage 2 gets what stage 1 left).
     progress = progress_callbacks(desc, options.evaluations, options.quiet)
-    try:
+    with ray_session(options.address, options.num_cpus, options.verbose):
         require_gpu_for_cuda(desc.kind, int(ray.cluster_resources().get("GPU", 0)))
         started = time.perf_counter()
         with graceful_interrupt(interrupt_tune_run) as interrupt:
@@ -124,9 +123,6 @@ def tune_staged(options: TuneOptions) -> int:
             )
         _print_stages(staged, time.perf_counter() - started)
         validation = validate_best(desc, results, baseline, options.validate_top, settings)
-    finally:
-        if started_ray:
-            ray.shutdown()
     status = write_outputs(options.out, desc, results, None, [baseline], validation)
     print(controls_added(staged, validation, desc.metric, desc.mode))
     return status
