@@ -3,7 +3,9 @@
     python examples/asha_early_stopping.py
 
 Each trial reports a refined estimate per iteration (as a benchmark with growing repetitions
-would); ASHA stops the poor ones early, and the searcher learns from their last report.
+would); ASHA stops the poor ones early, and the searcher learns from their last report. The
+space is Tune's `param_space` and the metric is TuneConfig's, which the scheduler and the
+searcher share.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
-import ciq_tune.space as ss
 from ciq_tune import CompileIQSearcher
 
 
@@ -24,15 +25,10 @@ def iterative(config: dict) -> None:
 
 def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False)
-    searcher = CompileIQSearcher(
-        space={"x": ss.range(0, 20), "y": ss.choice([0.5, 1.0, 2.0])},
-        metric="loss",
-        mode="min",
-        max_evaluations=40,
-        seed=0,
-    )
+    searcher = CompileIQSearcher(max_evaluations=40, seed=0)
     grid = tune.Tuner(
         iterative,
+        param_space={"x": tune.randint(0, 21), "y": tune.choice([0.5, 1.0, 2.0])},
         tune_config=tune.TuneConfig(
             search_alg=searcher,
             scheduler=ASHAScheduler(max_t=8, grace_period=1, reduction_factor=2),

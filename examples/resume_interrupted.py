@@ -3,7 +3,8 @@
     python examples/resume_interrupted.py
 
 The first run is interrupted (as Ctrl+C would) after 15 trials; the second call restores the
-experiment, the searcher's state included, and finishes the 40-evaluation budget.
+experiment, the searcher's state included, and finishes the 40-evaluation budget. The space is
+Tune's `param_space` of Ray Tune domains, as for any Tune searcher.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from pathlib import Path
 import ray
 from ray import tune
 
-import ciq_tune.space as ss
 from ciq_tune import CompileIQSearcher
 
 
@@ -41,17 +41,13 @@ class InterruptOnce(tune.Callback):
 def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False)
     storage = tempfile.mkdtemp(prefix="ciq-resume-")
-    searcher = CompileIQSearcher(
-        space={"x": ss.range(-10, 10), "y": ss.choice([1, 2, 3])},
-        metric="score",
-        mode="min",
-        max_evaluations=40,
-        seed=0,
-    )
     first = tune.Tuner(
         objective,
+        param_space={"x": tune.randint(-10, 11), "y": tune.choice([1, 2, 3])},
         tune_config=tune.TuneConfig(
-            search_alg=searcher,
+            search_alg=CompileIQSearcher(max_evaluations=40, seed=0),
+            metric="score",
+            mode="min",
             num_samples=-1,
             max_concurrent_trials=2,
             reuse_actors=True,  # one Ray worker per slot, not one per trial (seconds each)
@@ -67,7 +63,7 @@ def main() -> None:
     grid = tune.Tuner.restore(os.path.join(storage, "resume"), objective).fit()
     configs = {json.dumps(r.config, sort_keys=True) for r in grid}
     print(f"after restore: {len(grid)} trials, {len(configs)} distinct configurations")
-    best = grid.get_best_result(metric="score", mode="min")
+    best = grid.get_best_result()
     print(f"best score {best.metrics['score']} at {best.config}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,8 +31,26 @@ def _run(name: str, tmp_path: Path) -> str:
     return out.stdout
 
 
-def test_toy_example_finds_the_optimum(tmp_path: Path) -> None:
-    assert "best score 2.0 at {'x': 1.0, 'y': 1" in _run("toy_single_objective.py", tmp_path)
+def test_readme_toy_finds_the_optimum(tmp_path: Path) -> None:
+    """The README's toy at its own budget: the optimum 2.0 at x=1, y=1 (z does not matter)."""
+    snippet = _readme_snippet()
+    code = (
+        "import ray\nray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)\n"
+        + snippet
+        + "\nbest = grid.get_best_result()\nprint('BEST', best.metrics['score'], best.config)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("BEST"))
+    score, config = line.split(" ", 2)[1:]
+    best = ast.literal_eval(config)
+    assert float(score) == 2.0 and (best["x"], best["y"]) == (1.0, 1), line
 
 
 def test_pareto_example_prints_a_front(tmp_path: Path) -> None:
@@ -42,6 +61,20 @@ def test_pareto_example_prints_a_front(tmp_path: Path) -> None:
 def test_resume_example_keeps_the_budget(tmp_path: Path) -> None:
     out = _run("resume_interrupted.py", tmp_path)
     assert "after restore: 40 trials, 40 distinct configurations" in out
+
+
+def test_asha_example_stops_trials_early(tmp_path: Path) -> None:
+    out = _run("asha_early_stopping.py", tmp_path)
+    found = re.search(r"(\d+) trials, (\d+) stopped early by ASHA", out)
+    assert found is not None, out[-4000:]
+    trials, stopped = (int(n) for n in found.groups())
+    assert trials == 40 and 0 < stopped < 40
+
+
+def _readme_snippet() -> str:
+    """The README's first python block: the toy on Ray Tune."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    return readme.split("```python\n", 1)[1].split("```", 1)[0]
 
 
 def _printed(out: str, label: str = "") -> Any:
@@ -77,8 +110,7 @@ def test_compileiq_multi_objective_prints_a_pareto_front(tmp_path: Path) -> None
 
 
 def test_readme_snippet_runs_its_trials_two_at_a_time(tmp_path: Path) -> None:
-    readme = (EXAMPLES.parent / "README.md").read_text()
-    snippet = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    snippet = _readme_snippet()
     assert "max_concurrent_trials=2" in snippet and "num_samples=200" in snippet
     body = '    return {"score": config["x"] ** 2 + config["y"]}'
     assert body in snippet
