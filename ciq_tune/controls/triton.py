@@ -14,29 +14,35 @@ from ciq_tune.controls.catalog import Control
 from ciq_tune.controls.ptxas import detect_ptxas
 from ciq_tune.errors import ToolchainError
 
+
+def _launch_option(
+    name: str,
+    values: tuple[Any, ...],
+    help: str,
+    *,
+    ordered: bool = True,
+    changes_numerics: bool = False,
+) -> Control:
+    """A keyword argument of a Triton launch as a control: its flag is its name, and its values
+    are ordered unless said otherwise (Triton's options are mostly sizes)."""
+    return Control(name, name, values, ordered, changes_numerics, help)
+
+
 TRITON_CONTROLS: tuple[Control, ...] = (
-    Control("num_warps", "num_warps", (1, 2, 4, 8, 16), ordered=True, help="warps per program"),
-    Control(
-        "num_stages",
-        "num_stages",
-        (1, 2, 3, 4, 5, 6),
-        ordered=True,
-        help="software-pipelining stages of loops",
-    ),
-    Control(
-        "maxnreg",
+    _launch_option("num_warps", (1, 2, 4, 8, 16), "warps per program"),
+    _launch_option("num_stages", (1, 2, 3, 4, 5, 6), "software-pipelining stages of loops"),
+    _launch_option(
         "maxnreg",
         (32, 40, 48, 64, 80, 96, 128, 168, 200, 255),
-        ordered=True,
-        help="register limit per thread (.maxnreg)",
+        "register limit per thread (.maxnreg)",
     ),
-    Control("num_ctas", "num_ctas", (1, 2, 4), ordered=True, help="CTAs per cluster (sm_90+)"),
-    Control(
-        "enable_fp_fusion",
+    _launch_option("num_ctas", (1, 2, 4), "CTAs per cluster (sm_90+)"),
+    _launch_option(
         "enable_fp_fusion",
         (True, False),
+        "contract multiply and add into FMA",
+        ordered=False,
         changes_numerics=True,
-        help="contract multiply and add into FMA",
     ),
 )
 TRITON_PRESETS: dict[str, dict[str, Any]] = {
