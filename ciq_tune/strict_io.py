@@ -10,11 +10,14 @@ YAML is read with the safe loader's tags only.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,34 +135,18 @@ def sha256_file(
     return digest.hexdigest()
 
 
-def load_yaml(
-    path: str | Path,
-    *,
-    what: str = "YAML file",
-    max_bytes: int = MAX_DATA_BYTES,
-    error: type[CiqTuneError] = InputFileError,
+def parse_yaml(
+    text: str, *, source: str = "YAML text", error: type[CiqTuneError] = InputFileError
 ) -> Any:
-    """Parse a YAML file strictly: duplicate keys, aliases and deep nesting are errors."""
-    return parse_yaml(
-        read_text(path, what=what, max_bytes=max_bytes, error=error),
-        source=f"{what} {str(path)!r}",
-        error=error,
-    )
+    """Parse YAML text strictly (see `load_yaml`); `source` names it in messages."""
+    return _parse(text, _YAML, source, error)
 
 
-def load_json(
-    path: str | Path,
-    *,
-    what: str = "JSON file",
-    max_bytes: int = MAX_DATA_BYTES,
-    error: type[CiqTuneError] = InputFileError,
+def parse_json(
+    text: str, *, source: str = "JSON text", error: type[CiqTuneError] = InputFileError
 ) -> Any:
-    """Parse a JSON file strictly: duplicate keys, NaN/Infinity and deep nesting are errors."""
-    return parse_json(
-        read_text(path, what=what, max_bytes=max_bytes, error=error),
-        source=f"{what} {str(path)!r}",
-        error=error,
-    )
+    """Parse JSON text strictly (see `load_json`); `source` names it in messages."""
+    return _parse(text, _JSON, source, error)
 
 
 def load_data(
@@ -168,46 +155,68 @@ def load_data(
     what: str = "file",
     max_bytes: int = MAX_DATA_BYTES,
     error: type[CiqTuneError] = InputFileError,
+    parse: Callable[..., Any] | None = None,
 ) -> Any:
-    """`load_json` for a ``.json`` file, `load_yaml` for anything else."""
-    loader = load_json if Path(path).suffix.lower() == ".json" else load_yaml
-    return loader(path, what=what, max_bytes=max_bytes, error=error)
+    """Parse a file strictly with `parse` (`parse_yaml` or `parse_json`); without it, as JSON
+    for a ``.json`` file and as YAML for anything else."""
+    if parse is None:
+        parse = parse_json if Path(path).suffix.lower() == ".json" else parse_yaml
+    text = read_text(path, what=what, max_bytes=max_bytes, error=error)
+    return parse(text, source=f"{what} {str(path)!r}", error=error)
 
 
-def parse_yaml(
-    text: str, *, source: str = "YAML text", error: type[CiqTuneError] = InputFileError
-) -> Any:
-    """Parse YAML text strictly (see `load_yaml`); `source` names it in messages."""
-    # PyYAML's scanner reads a whole run of opening brackets before it yields a token (each may
-    # start a key), so deep flow nesting is refused before parsing, not only while composing.
-    depth = _bracket_depth(_YAML_QUOTED_OR_COMMENT.sub("", text))
+load_yaml = functools.partial(load_data, what="YAML file", parse=parse_yaml)
+"""Parse a YAML file strictly: duplicate keys, aliases and deep nesting are errors."""
+load_json = functools.partial(load_data, what="JSON file", parse=parse_json)
+"""Parse a JSON file strictly: duplicate keys, NaN/Infinity and deep nesting are errors."""
+
+
+@dataclass(frozen=True)
+class _Format:
+    """How the strict parsers read one data format.
+
+    Attributes:
+        name: the format's name in messages ("not valid YAML").
+        literals: the quoted scalars (and comments) whose brackets are text, not nesting.
+        load: parses text, raising `_Refused` for what the strict loaders do not accept.
+        invalid: the parser's error for text that is not in the format.
+    """
+
+    name: str
+    literals: re.Pattern[str]
+    load: Callable[[str], Any]
+    invalid: type[Exception]
+
+
+def _parse(text: str, fmt: _Format, source: str, error: type[CiqTuneError]) -> Any:
+    # Nesting is measured before parsing: PyYAML's scanner reads a whole run of opening brackets
+    # before it yields a token (each may start a key), so refusing deep flow nesting only while
+    # composing would come too late.
+    depth = _bracket_depth(fmt.literals.sub("", text))
     if depth > MAX_DEPTH:
         raise error(f"{source}: nested {depth} levels deep; at most {MAX_DEPTH} are allowed")
     try:
-        loader = _StrictLoader(text)  # its reader refuses control characters right away
-        try:
-            return loader.get_single_data()
-        finally:
-            loader.dispose()
+        return fmt.load(text)
     except _Refused as exc:
         raise error(f"{source}: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise error(f"{source}: not valid YAML: {_one_line(exc)}") from None
+    except fmt.invalid as exc:
+        raise error(f"{source}: not valid {fmt.name}: {_one_line(exc)}") from None
 
 
-def parse_json(
-    text: str, *, source: str = "JSON text", error: type[CiqTuneError] = InputFileError
-) -> Any:
-    """Parse JSON text strictly (see `load_json`); `source` names it in messages."""
-    depth = _bracket_depth(_JSON_STRING.sub("", text))
-    if depth > MAX_DEPTH:
-        raise error(f"{source}: nested {depth} levels deep; at most {MAX_DEPTH} are allowed")
+def _load_yaml_text(text: str) -> Any:
+    loader = _StrictLoader(text)  # its reader refuses control characters right away
     try:
-        return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
-    except _Refused as exc:
-        raise error(f"{source}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise error(f"{source}: not valid JSON: {exc}") from None
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _load_json_text(text: str) -> Any:
+    return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
+
+
+_YAML = _Format("YAML", _YAML_QUOTED_OR_COMMENT, _load_yaml_text, yaml.YAMLError)
+_JSON = _Format("JSON", _JSON_STRING, _load_json_text, json.JSONDecodeError)
 
 
 class _Refused(ValueError):
