@@ -125,8 +125,9 @@ def _rss_mb() -> float:
 
 
 @dataclass(frozen=True)
-class FaultRunSummary:
-    """What a fault-injected search did, and the checks it must pass."""
+class FaultRun:
+    """The settings of a fault-injected search that its summary reports (see
+    `run_faulty_search`); `fault` is one kind, or the kinds of a mix joined by "+"."""
 
     fault: str
     rate: float
@@ -134,6 +135,16 @@ class FaultRunSummary:
     steady_state: bool
     isolated: bool
     budget: int
+
+    @property
+    def kinds(self) -> list[str]:
+        return self.fault.split("+")
+
+
+@dataclass(frozen=True)
+class FaultRunSummary(FaultRun):
+    """What a fault-injected search did, and the checks it must pass."""
+
     evaluations: int
     trials: int
     distinct_configs: int
@@ -228,9 +239,15 @@ def run_faulty_search(
     wall = time.perf_counter() - start
     trial_metrics = [grid[i].metrics or {} for i in range(len(grid))]
     rss = [m["rss_mb"] for m in trial_metrics if "rss_mb" in m]
-    return _summarise(
-        searcher.results(), len(grid), rss, fault, rate, objectives, steady_state, isolated, budget
-    ).with_wall(wall)
+    run = FaultRun(
+        fault=fault if isinstance(fault, str) else "+".join(fault),
+        rate=rate,
+        objectives=objectives,
+        steady_state=steady_state,
+        isolated=isolated,
+        budget=budget,
+    )
+    return _summarise(run, searcher.results(), len(grid), rss).with_wall(wall)
 
 
 def _tuner(
@@ -257,20 +274,9 @@ def _tuner(
     )
 
 
-def _summarise(
-    results: Any,
-    trials: int,
-    rss: list[float],
-    fault: str | Sequence[str],
-    rate: float,
-    objectives: int,
-    steady_state: bool,
-    isolated: bool,
-    budget: int,
-) -> FaultRunSummary:
+def _summarise(run: FaultRun, results: Any, trials: int, rss: list[float]) -> FaultRunSummary:
     records = results.records
-    kinds = [fault] if isinstance(fault, str) else list(fault)
-    faults = [fault_of(r.config, kinds, rate) for r in records]
+    faults = [fault_of(r.config, run.kinds, run.rate) for r in records]
     wrong = sum(1 for r, f in zip(records, faults, strict=True) if r.ok and f in _FAILING)
     healthy = [
         healthy_value(r.config) for r, f in zip(records, faults, strict=True) if f not in _FAILING
@@ -282,12 +288,7 @@ def _summarise(
         statuses[r.status] = statuses.get(r.status, 0) + 1
     failed_s = [float(r.info.get("time_total_s", 0.0)) for r in records if not r.ok]
     return FaultRunSummary(
-        fault="+".join(kinds),
-        rate=rate,
-        objectives=objectives,
-        steady_state=steady_state,
-        isolated=isolated,
-        budget=budget,
+        **asdict(run),
         evaluations=len(records),
         trials=trials,
         distinct_configs=len({json.dumps(r.config, sort_keys=True) for r in records}),
