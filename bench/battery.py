@@ -92,6 +92,11 @@ def _grid_optimum(space: SearchSpace, objective: Objective) -> float:
     return min(v for v in values if v is not None)
 
 
+def _squared_distance(c: Mapping[str, Any], cx: float, cy: float) -> float:
+    """The squared distance of a configuration's point (x, y) from the point (cx, cy)."""
+    return (c["x"] - cx) ** 2 + (c["y"] - cy) ** 2
+
+
 def _toy_wide() -> BatteryProblem:
     space = SearchSpace(
         {
@@ -324,7 +329,7 @@ def _constrained() -> BatteryProblem:
     space = SearchSpace({"x": ss.range(0, 199), "y": ss.range(0, 199)}, constraints=["x + y <= 60"])
 
     def objective(c: Mapping[str, Any]) -> float:
-        return (c["x"] - 45) ** 2 + (c["y"] - 40) ** 2
+        return _squared_distance(c, 45, 40)
 
     return BatteryProblem(
         "constrained",
@@ -341,7 +346,7 @@ def _failures() -> BatteryProblem:
     def objective(c: Mapping[str, Any]) -> float | None:
         if c["x"] >= 210:  # 90 of 300 values of x: 30 % of the space fails to compile
             return None
-        return (c["x"] - 205) ** 2 + (c["y"] - 150) ** 2
+        return _squared_distance(c, 205, 150)
 
     return BatteryProblem(
         "failures",
@@ -364,10 +369,7 @@ def _multi_basin() -> BatteryProblem:
     space = SearchSpace({"x": ss.range(0, 499), "y": ss.range(0, 499)})
 
     def objective(c: Mapping[str, Any]) -> float:
-        return min(
-            depth + ((c["x"] - cx) ** 2 + (c["y"] - cy) ** 2) / width
-            for cx, cy, depth, width in _BASINS
-        )
+        return min(depth + _squared_distance(c, cx, cy) / width for cx, cy, depth, width in _BASINS)
 
     return BatteryProblem(
         "multi_basin",
