@@ -23,7 +23,7 @@ def add_vendor_controls(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_verbose(parser: argparse.ArgumentParser) -> None:
+def add_verbose(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     parser.add_argument(
         "--verbose",
         action="store_true",

@@ -27,46 +27,21 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         help="kernel description file (YAML or JSON); several run as a campaign: all searches "
         "at once on the Ray cluster, OUT/campaign.csv lists them (docs/cluster.md)",
     )
-    parser.add_argument(
+    search = parser.add_argument_group("search", "what is searched and for how long")
+    search.add_argument(
         "--budget",
         type=int,
         help=f"evaluations (default {DEFAULT_BUDGET}; where each shape of a matrix keeps its own "
         f"winner, {BUDGET_PER_SHAPE} per shape if that is more)",
     )
-    parser.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
-    parser.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: all)")
-    parser.add_argument(
-        "--trials-per-gpu",
-        type=int,
-        metavar="N",
-        help="trials in flight per GPU (default: 1 with --benchmark in-trial, where they take "
-        "turns on the GPU; with per-GPU benchmark servers, as many as the CPUs hold)",
+    search.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    search.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="evaluate every configuration of the listed space once, whatever --budget says "
+        "(a search whose space holds no more configurations than --budget does so anyway)",
     )
-    parser.add_argument(
-        "--benchmark",
-        choices=["auto", "per-gpu", "in-trial"],
-        default="auto",
-        help="where candidates are timed: per-gpu, one persistent benchmark server per GPU while "
-        "trials only compile (Triton); in-trial, each trial's own worker; auto (default): "
-        "per-gpu for Triton on a cluster with GPUs",
-    )
-    parser.add_argument(
-        "--runtime",
-        choices=["auto", "local", "ray"],
-        default="auto",
-        help="where the search runs: local, worker processes on this machine (every CPU but "
-        "one compiles, two benchmark workers per GPU time; no Ray to start); ray, Ray Tune "
-        "trials on a Ray cluster (a local one without --address); auto (default): ray with "
-        "--address, RAY_ADDRESS, --stages or several descriptions, else local",
-    )
-    parser.add_argument(
-        "--shapes",
-        nargs="+",
-        metavar="SHAPE",
-        help="campaign: one search per shape of each description's matrix, 'all' or labels "
-        "such as M=16,N=4096,K=4096",
-    )
-    parser.add_argument(
+    search.add_argument(
         "--stages",
         action="store_true",
         help="staged search: the kernel parameters first with the compilers' defaults (70 %% "
@@ -74,47 +49,7 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         "prints what the controls added (search values, and re-measured with a CI when "
         "validation re-measured both stages' winners; docs/validation.md)",
     )
-    parser.add_argument(
-        "--search-timeout",
-        type=float,
-        metavar="S",
-        help="campaign: stop a search's trials after S seconds, keeping its evaluations "
-        "(default: no limit)",
-    )
-    parser.add_argument(
-        "--out", type=Path, default=Path("ciq-tune-out"), help="output folder (default %(default)s)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
-    parser.add_argument(
-        "--tracking",
-        choices=["mlflow", "log", "none"],
-        default="mlflow",
-        help="record trials in MLflow (an embedded sqlite store in OUT/mlflow.db; view it with "
-        "`mlflow ui --backend-store-uri sqlite:///OUT/mlflow.db`), as log lines, or not at all",
-    )
-    parser.add_argument(
-        "--validate-top",
-        type=int,
-        metavar="K",
-        help="after the search, re-measure the K best distinct configurations interleaved with "
-        f"the baseline and write the best KEPT one, or the baseline (default {VALIDATE_TOP}; "
-        "skipped for PTX compile statistics, which a recompile reproduces exactly; 0: off)",
-    )
-    parser.add_argument(
-        "--validate-repetitions",
-        type=int,
-        default=VALIDATION_DEFAULTS["repetitions"],
-        metavar="N",
-        help="timed repetitions of each side per candidate (default %(default)s)",
-    )
-    parser.add_argument(
-        "--simplify-params",
-        action="store_true",
-        help="after validation, also reset each parameter of the winner that differs from the "
-        "baseline's unless a paired re-measurement shows it faster (its controls are always "
-        "judged so; each reset is one more comparison)",
-    )
-    parser.add_argument(
+    search.add_argument(
         "--transfer-from",
         type=Path,
         metavar="RUN",
@@ -122,13 +57,7 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         "its output folder or evaluations table; its 4 best configurations that fit this "
         "space are evaluated first (one description without `shapes`)",
     )
-    parser.add_argument(
-        "--exhaustive",
-        action="store_true",
-        help="evaluate every configuration of the listed space once, whatever --budget says "
-        "(a search whose space holds no more configurations than --budget does so anyway)",
-    )
-    parser.add_argument(
+    search.add_argument(
         "--vendor-controls",
         action="append",
         default=[],
@@ -139,13 +68,94 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         "description whose controls hold ptxas; the same as its "
         "`controls.ptxas.vendor_controls_files`)",
     )
-    parser.add_argument(
+    placement = parser.add_argument_group(
+        "placement", "where the search runs and where candidates are timed"
+    )
+    placement.add_argument(
+        "--runtime",
+        choices=["auto", "local", "ray"],
+        default="auto",
+        help="where the search runs: local, worker processes on this machine (every CPU but "
+        "one compiles, two benchmark workers per GPU time; no Ray to start); ray, Ray Tune "
+        "trials on a Ray cluster (a local one without --address); auto (default): ray with "
+        "--address, RAY_ADDRESS, --stages or several descriptions, else local",
+    )
+    placement.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    placement.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: all)")
+    placement.add_argument(
+        "--benchmark",
+        choices=["auto", "per-gpu", "in-trial"],
+        default="auto",
+        help="where candidates are timed: per-gpu, one persistent benchmark server per GPU while "
+        "trials only compile (Triton); in-trial, each trial's own worker; auto (default): "
+        "per-gpu for Triton on a cluster with GPUs",
+    )
+    placement.add_argument(
+        "--trials-per-gpu",
+        type=int,
+        metavar="N",
+        help="trials in flight per GPU (default: 1 with --benchmark in-trial, where they take "
+        "turns on the GPU; with per-GPU benchmark servers, as many as the CPUs hold)",
+    )
+    validation = parser.add_argument_group(
+        "validation", "the winner re-measured against the baseline (docs/validation.md)"
+    )
+    validation.add_argument(
+        "--validate-top",
+        type=int,
+        metavar="K",
+        help="after the search, re-measure the K best distinct configurations interleaved with "
+        f"the baseline and write the best KEPT one, or the baseline (default {VALIDATE_TOP}; "
+        "skipped for PTX compile statistics, which a recompile reproduces exactly; 0: off)",
+    )
+    validation.add_argument(
+        "--validate-repetitions",
+        type=int,
+        default=VALIDATION_DEFAULTS["repetitions"],
+        metavar="N",
+        help="timed repetitions of each side per candidate (default %(default)s)",
+    )
+    validation.add_argument(
+        "--simplify-params",
+        action="store_true",
+        help="after validation, also reset each parameter of the winner that differs from the "
+        "baseline's unless a paired re-measurement shows it faster (its controls are always "
+        "judged so; each reset is one more comparison)",
+    )
+    campaign = parser.add_argument_group(
+        "campaign", "several descriptions, or one search per shape"
+    )
+    campaign.add_argument(
+        "--shapes",
+        nargs="+",
+        metavar="SHAPE",
+        help="one search per shape of each description's matrix, 'all' or labels "
+        "such as M=16,N=4096,K=4096",
+    )
+    campaign.add_argument(
+        "--search-timeout",
+        type=float,
+        metavar="S",
+        help="stop a search's trials after S seconds, keeping its evaluations (default: no limit)",
+    )
+    output = parser.add_argument_group("output", "what is written and printed")
+    output.add_argument(
+        "--out", type=Path, default=Path("ciq-tune-out"), help="output folder (default %(default)s)"
+    )
+    output.add_argument(
+        "--tracking",
+        choices=["mlflow", "log", "none"],
+        default="mlflow",
+        help="record trials in MLflow (an embedded sqlite store in OUT/mlflow.db; view it with "
+        "`mlflow ui --backend-store-uri sqlite:///OUT/mlflow.db`), as log lines, or not at all",
+    )
+    output.add_argument(
         "--quiet",
         action="store_true",
         help="no progress line while the search runs (default: every 2 s on stderr, "
         "`done/budget evaluations, best <metric>, evals/s, failed: <status> <count>`)",
     )
-    add_verbose(parser)
+    add_verbose(output)
 
 
 def _tune(args: argparse.Namespace) -> int:
