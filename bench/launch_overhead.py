@@ -26,10 +26,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 from triton.runtime.jit import KernelInterface
+
+if TYPE_CHECKING:
+    from ciq_tune.controls.controls_file import KernelInfo
+    from ciq_tune.controls.matrix import MatrixEntry
 
 
 class NoOpKernel(KernelInterface[Any]):
@@ -49,10 +55,7 @@ def rms_norm_forward(Y_ptr, Y_row_stride, X_ptr, X_row_stride, W_ptr, n_cols, ep
 
 def _controls_file(folder: Path, rows: int = 4096) -> Path:
     from ciq_tune.controls import controls_file as cf
-    from ciq_tune.controls import detect_triton
-    from ciq_tune.controls.matrix import Matrix
     from ciq_tune.controls.matrix import MatrixEntry
-    from ciq_tune.controls.matrix import SelectionRule
     from ciq_tune.controls.matrix import ShapeResult
 
     entry = MatrixEntry(
@@ -61,17 +64,31 @@ def _controls_file(folder: Path, rows: int = 4096) -> Path:
         controls={"triton": {"num_warps": 8}},
         shapes=[ShapeResult(sizes={"M": rows, "N": 4096}, baseline=2.0, best=1.0)],
     )
+    kernel = cf.KernelInfo(
+        name="rms", kind="triton", source="rms.py", source_sha256="0" * 64, arch="sm_90"
+    )
+    return rms_controls_file(folder, kernel, [entry])
+
+
+def rms_controls_file(folder: Path, kernel: KernelInfo, entries: Sequence[MatrixEntry]) -> Path:
+    """A per-shape controls file of the shipped RMS norm (`rms_norm_forward`'s arguments),
+    `entries` its (M, N) shapes' configurations, written to ``folder/<kernel name>``; the first
+    entry gives the file's own configuration and sizes."""
+    from ciq_tune.controls import controls_file as cf
+    from ciq_tune.controls import detect_triton
+    from ciq_tune.controls.matrix import Matrix
+    from ciq_tune.controls.matrix import SelectionRule
+
+    first = entries[0]
     record = cf.build(
-        kernel=cf.KernelInfo(
-            name="rms", kind="triton", source="rms.py", source_sha256="0" * 64, arch="sm_90"
-        ),
-        catalogs={"triton": detect_triton("sm_90")},
-        controls=entry.controls,
-        params=entry.params,
+        kernel=kernel,
+        catalogs={"triton": detect_triton(kernel.arch)},
+        controls=first.controls,
+        params=first.params,
         benchmark=cf.Benchmark(
             metric="time_ms",
             mode="min",
-            sizes={"M": rows, "N": 4096},
+            sizes=dict(first.key),
             dims={"X_ptr": ["M", "N"], "W_ptr": ["N"], "Y_ptr": ["M", "N"]},
             arguments={"Y_row_stride": "N", "X_row_stride": "N", "n_cols": "N"},
         ),
@@ -79,10 +96,10 @@ def _controls_file(folder: Path, rows: int = 4096) -> Path:
         matrix=Matrix(
             selection=SelectionRule(mode="per_shape", key=["M", "N"]),
             metric="time_ms",
-            entries=[entry],
+            entries=list(entries),
         ),
     )
-    return cf.write(folder / "rms.controls.yaml", record)
+    return cf.write(folder / f"{kernel.name}.controls.yaml", record)
 
 
 def per_launch_us(launch: Callable[[], Any], launches: int) -> float:

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.launch_overhead import rms_controls_file
 from ciq_tune.controls import controls_file as cf
-from ciq_tune.controls import detect_triton
-from ciq_tune.controls.matrix import Matrix
 from ciq_tune.controls.matrix import MatrixEntry
-from ciq_tune.controls.matrix import SelectionRule
 from ciq_tune.controls.matrix import ShapeResult
 from ciq_tune.errors import ControlsFileError
 from tests.interpreted import run_interpreted
@@ -32,33 +30,15 @@ def _write(folder: Path, *, arch: str = "sm_90") -> Path:
         )
         for (m, n), warps in TUNED.items()
     ]
-    record = cf.build(
-        kernel=cf.KernelInfo(
-            name="rms_norm_shipped",
-            kind="triton",
-            source=str(KERNEL),
-            source_sha256="0" * 64,
-            entry="rms_norm_forward",
-            arch=arch,
-        ),
-        catalogs={"triton": detect_triton(arch)},
-        controls={},
-        params=entries[0].params,
-        benchmark=cf.Benchmark(
-            metric="time_ms",
-            mode="min",
-            sizes={"M": 3, "N": 40},
-            dims={"X_ptr": ["M", "N"], "W_ptr": ["N"], "Y_ptr": ["M", "N"]},
-            arguments={"Y_row_stride": "N", "X_row_stride": "N", "n_cols": "N"},
-        ),
-        scores=cf.Scores(baseline=2.0, best=1.0),
-        matrix=Matrix(
-            selection=SelectionRule(mode="per_shape", key=["M", "N"]),
-            metric="time_ms",
-            entries=entries,
-        ),
+    kernel = cf.KernelInfo(
+        name="rms_norm_shipped",
+        kind="triton",
+        source=str(KERNEL),
+        source_sha256="0" * 64,
+        entry="rms_norm_forward",
+        arch=arch,
     )
-    return cf.write(folder / "rms_norm_shipped.controls.yaml", record)
+    return rms_controls_file(folder, kernel, entries)
 
 
 LAUNCHES = """
