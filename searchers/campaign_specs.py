@@ -48,7 +48,7 @@ class CampaignConfig(BaseModel):
 
     Attributes:
         out: Output folder.
-        benchmark: Where staged kinds are timed (`searchers.kernel_search.BENCHMARK_MODES`).
+        benchmark: Where staged kinds are timed (`searchers.placement.BENCHMARK_MODES`).
         tracking: ``"mlflow"`` (one experiment named `name`, a run per search and per trial,
             in ``OUT/mlflow.db``), ``"log"`` or ``"none"``.
         name: Campaign name (the MLflow experiment).

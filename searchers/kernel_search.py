@@ -33,6 +33,7 @@ from objectives.description import KernelDescription
 from searchers.benchmark_pool import BenchmarkPool
 from searchers.compileiq_searcher import CompileIQSearcher
 from searchers.noise_aware import noise_aware
+from searchers.placement import BENCHMARK_MODES
 from searchers.placement import Placement
 from searchers.placement import plan_placement
 from searchers.plan import SearchPlan
@@ -63,12 +64,6 @@ def _printed_trial(
     return result
 
 
-BENCHMARK_MODES = ("auto", "per-gpu", "in-trial")
-"""Where a search's candidates are timed: ``per-gpu``, one persistent benchmark server per GPU
-(`searchers.benchmark_pool`) while trials only compile; ``in-trial``, each trial's own worker,
-taking turns on a shared GPU; ``auto``, per-gpu for staged kinds on a cluster with GPUs."""
-
-
 def placement_on_cluster(
     kind: str, trials_per_gpu: int | None = None, *, staged: bool = False
 ) -> Placement:
@@ -91,7 +86,7 @@ def uses_benchmark_pool(kind: str, mode: str) -> bool:
         ValueError: an unknown `mode`, or ``per-gpu`` for a kind that cannot be staged.
     """
     if mode not in BENCHMARK_MODES:
-        raise ValueError(f"`benchmark` must be one of {BENCHMARK_MODES}, got {mode!r}")
+        raise ValueError(f"`benchmark` must be one of {tuple(BENCHMARK_MODES)}, got {mode!r}")
     if mode == "per-gpu" and kind not in STAGED_KINDS:
         raise ValueError(
             f"`benchmark`='per-gpu' needs a kind of {STAGED_KINDS} (the others compile and time "

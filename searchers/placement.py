@@ -17,6 +17,14 @@ from typing import Any
 # Kinds whose trials run kernels on a GPU; a PTX trial only compiles.
 GPU_KINDS = ("cuda", "triton", "helion")
 
+BENCHMARK_MODES = {
+    "per-gpu": "one persistent benchmark server per GPU while trials only compile (Triton)",
+    "in-trial": "each trial's own worker",
+    "auto": "per-gpu for Triton on a cluster with GPUs",
+}
+"""Where a search's candidates are timed, and what each choice means: per-GPU benchmark
+servers (`searchers.benchmark_pool`) or the trial's own worker, taking turns on a shared GPU."""
+
 
 @dataclass(frozen=True)
 class Placement:

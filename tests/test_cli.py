@@ -406,3 +406,14 @@ def test_tune_ships_a_timed_winner_without_the_controls_that_do_nothing(
     assert "not faster beyond noise (ptxas.allow_expensive_optimizations)" in (
         capsys.readouterr().out
     )
+
+
+@pytest.mark.parametrize("field", ["runtime", "benchmark", "tracking"])
+def test_an_unknown_choice_from_python_is_refused_naming_its_option(field: str) -> None:
+    from ciq_tune.errors import CiqTuneError
+    from searchers.run.options import TuneOptions
+    from searchers.run.options import check_options
+
+    options = TuneOptions(descriptions=(Path("kernel.yaml"),), **{field: "bogus"})  # type: ignore[arg-type]
+    with pytest.raises(CiqTuneError, match=rf"^`--{field}` must be one of .*, got 'bogus'$"):
+        check_options(options)

@@ -11,8 +11,11 @@ from typing import Any
 from ciq_tune.cli._options import add_verbose
 from ciq_tune.cli._registry import Command
 from ciq_tune.cli._registry import register
+from searchers.placement import BENCHMARK_MODES
 from searchers.run.options import BUDGET_PER_SHAPE
 from searchers.run.options import DEFAULT_BUDGET
+from searchers.run.options import RUNTIMES
+from searchers.run.options import TRACKING
 from searchers.run.options import VALIDATE_TOP
 from searchers.run.options import TuneOptions
 
@@ -73,22 +76,17 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
     )
     placement.add_argument(
         "--runtime",
-        choices=["auto", "local", "ray"],
+        choices=list(RUNTIMES),
         default="auto",
-        help="where the search runs: local, worker processes on this machine (every CPU but "
-        "one compiles, two benchmark workers per GPU time; no Ray to start); ray, Ray Tune "
-        "trials on a Ray cluster (a local one without --address); auto (default): ray with "
-        "--address, RAY_ADDRESS, --stages or several descriptions, else local",
+        help=_choices_help("where the search runs", RUNTIMES),
     )
     placement.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     placement.add_argument("--num-cpus", type=int, help="CPUs of a local Ray (default: all)")
     placement.add_argument(
         "--benchmark",
-        choices=["auto", "per-gpu", "in-trial"],
+        choices=list(BENCHMARK_MODES),
         default="auto",
-        help="where candidates are timed: per-gpu, one persistent benchmark server per GPU while "
-        "trials only compile (Triton); in-trial, each trial's own worker; auto (default): "
-        "per-gpu for Triton on a cluster with GPUs",
+        help=_choices_help("where candidates are timed", BENCHMARK_MODES),
     )
     placement.add_argument(
         "--trials-per-gpu",
@@ -144,7 +142,7 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
     )
     output.add_argument(
         "--tracking",
-        choices=["mlflow", "log", "none"],
+        choices=TRACKING,
         default="mlflow",
         help="record trials in MLflow (an embedded sqlite store in OUT/mlflow.db; view it with "
         "`mlflow ui --backend-store-uri sqlite:///OUT/mlflow.db`), as log lines, or not at all",
@@ -156,6 +154,15 @@ def _tune_args(parser: argparse.ArgumentParser) -> None:
         "`done/budget evaluations, best <metric>, evals/s, failed: <status> <count>`)",
     )
     add_verbose(output)
+
+
+def _choices_help(what: str, choices: dict[str, str]) -> str:
+    """`what` an option says, then each choice with its meaning (``auto`` the default)."""
+    said = [
+        f"{name}{' (default)' if name == 'auto' else ''}: {meaning}"
+        for name, meaning in choices.items()
+    ]
+    return f"{what}: {'; '.join(said)}"
 
 
 def _tune(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from ciq_tune.errors import CiqTuneError
+from searchers.placement import BENCHMARK_MODES
 
 DEFAULT_BUDGET = 50
 """Evaluations of a search without a budget; where each shape of a matrix keeps its own
@@ -18,6 +19,14 @@ matrix's sweep, docs/benchmarks.md)."""
 BUDGET_PER_SHAPE = 8
 VALIDATE_TOP = 3
 """Candidates a run re-measures against the baseline at the end, unless told otherwise."""
+RUNTIMES = {
+    "local": "worker processes on this machine (every CPU but one compiles, two benchmark "
+    "workers per GPU time; no Ray to start)",
+    "ray": "Ray Tune trials on a Ray cluster (a local one without --address)",
+    "auto": "ray with --address, RAY_ADDRESS, --stages or several descriptions, else local",
+}
+"""Where a run's search runs, and what each choice means."""
+TRACKING = ("mlflow", "log", "none")
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,13 @@ def check_options(options: TuneOptions) -> None:
         raise CiqTuneError(
             f"`--validate-top` must be 0 (off) or a positive count, got {options.validate_top}"
         )
+    for name, value, choices in (
+        ("runtime", options.runtime, RUNTIMES),
+        ("benchmark", options.benchmark, BENCHMARK_MODES),
+        ("tracking", options.tracking, TRACKING),
+    ):
+        if value not in choices:
+            raise CiqTuneError(f"`--{name}` must be one of {', '.join(choices)}, got {value!r}")
     check_num_cpus(options.num_cpus)
     several = options.stages or options.is_campaign
     if options.transfer_from is not None and several:
