@@ -6,9 +6,6 @@ BLOCK_N-row tiles through device-side tensor descriptors, and keeps a running ma
 in base 2 (exp2 with log2(e) folded into the scale). The backward pass and the causal stages of
 the tutorial are left out. Q, K, V and O are contiguous [Z, H, N_CTX, HEAD_DIM] fp16 tensors,
 seen as [Z·H·N_CTX, HEAD_DIM] matrices by the descriptors.
-
-Launch convention of ciq-tune's Triton objective: tensors in the order of the description's
-`inputs`, then the `sizes` and the kernel parameters as keyword arguments (by name).
 """
 
 from __future__ import annotations

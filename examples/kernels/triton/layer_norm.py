@@ -4,9 +4,6 @@ Adapted from the forward kernel of Triton's tutorial 05-layer-norm: each program
 ROWS rows one after the other. When BLOCK_N ≥ N a row is held in registers (one read of x);
 otherwise the tutorial's three passes over BLOCK_N-wide column chunks (mean, variance,
 normalise) read it three times. Statistics are in fp32, ε = 1e-5 as in torch's default.
-
-Launch convention of ciq-tune's Triton objective: tensors in the order of the description's
-`inputs`, then the `sizes` and the kernel parameters as keyword arguments (by name).
 """
 
 from __future__ import annotations

@@ -3,9 +3,6 @@
 Adapted from Triton's tutorial 02-fused-softmax: a fixed number of programs stride over the
 rows (software-pipelined by `tl.range(num_stages=LOOP_STAGES)`), each loading ROWS whole rows
 of BLOCK_N ≥ N columns at a time, so x is read once and y written once.
-
-Launch convention of ciq-tune's Triton objective: tensors in the order of the description's
-`inputs`, then the `sizes` and the kernel parameters as keyword arguments (by name).
 """
 
 from __future__ import annotations
