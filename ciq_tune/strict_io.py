@@ -17,9 +17,12 @@ import os
 import re
 import stat
 from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from typing import BinaryIO
 
 import numpy as np
 import yaml
@@ -47,6 +50,26 @@ _YAML_QUOTED_OR_COMMENT = re.compile(
 )
 
 
+@contextmanager
+def _regular_file(
+    path: Path, what: str, error: type[CiqTuneError]
+) -> Iterator[tuple[BinaryIO, int]]:
+    """`path` open for reading, and its size; refused unless it is a regular file."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise error(
+                f"{what} {str(path)!r} is not a regular file ({_file_type(info.st_mode)}); give "
+                "the path of a file"
+            )
+        yield f, info.st_size
+
+
 def read_bytes(
     path: str | Path,
     *,
@@ -65,22 +88,10 @@ def read_bytes(
     Raises:
         error: missing, unreadable, not a regular file (FIFO, device, directory) or too large.
     """
-    path = Path(path)
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
+    with _regular_file(Path(path), what, error) as (f, size):
+        if size > max_bytes:
             raise error(
-                f"{what} {str(path)!r} is not a regular file ({_file_type(info.st_mode)}); give "
-                "the path of a file"
-            )
-        if info.st_size > max_bytes:
-            raise error(
-                f"{what} {str(path)!r} is too large: {info.st_size} bytes, more than the "
+                f"{what} {str(path)!r} is too large: {size} bytes, more than the "
                 f"{max_bytes} bytes allowed"
             )
         data = f.read(max_bytes + 1)
@@ -116,16 +127,8 @@ def sha256_file(
     error: type[CiqTuneError] = InputFileError,
 ) -> str:
     """Hex SHA-256 of a regular file of at most `max_bytes` bytes, read in chunks."""
-    path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
     digest = hashlib.sha256()
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise error(f"{what} {str(path)!r} is not a regular file ({_file_type(info.st_mode)})")
+    with _regular_file(Path(path), what, error) as (f, _):
         total = 0
         while chunk := f.read(_CHUNK):
             total += len(chunk)
