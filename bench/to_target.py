@@ -8,7 +8,7 @@ for choosing its settings. `--against` puts the tuners of a harness run beside i
 (median over every file's runs, as the harness pools them), with the ratio.
 
     python -m bench.to_target --seeds 30 --datasets "*kt_rtx/gemm/*" "*kt_rtx/convolution/*" \\
-        --against docs/data/cpu_s11/kt_rtx_cold_30seeds.json --out to95.json
+        --against docs/data/search_efficiency/kt_rtx_cold_30seeds.json --out to95.json
 """
 
 from __future__ import annotations
