@@ -5,17 +5,21 @@ bottom of `Engine`:
 
 - `_survive(records, n)`: which evaluated candidates form the next population (best first);
 - `_parent_ranks(population)`: a rank per survivor for tournament selection (lower is better);
-- `_offspring(n)`: new candidates bred from the population (default: binary tournament,
-  uniform crossover, per-parameter mutation, constraint repair, duplicate elimination);
-- `_strategy_state()` / `_load_strategy_state(state)`: extra state to save and restore.
+- `_strategy_state()` / `_load_strategy_state(state)`: extra state to save and restore;
+
+and may override how candidates are made (`Variation`, `engine/variation.py`): `_offspring(n)`,
+new candidates bred from the population (default: binary tournament, uniform crossover,
+per-parameter mutation, constraint repair, duplicate elimination), `_bred`,
+`_random_candidates`.
 
 The base owns everything else: the first generation (warm start + a Latin hypercube, or
 uniform draws), variation (crossover, mutation, constraint repair), failures, refilling
 generations with too few passing candidates, steady-state mode and results (pymoo
 `core/algorithm.py`: ask/tell with hooks in one place). Where the loop stands and when the
 budget stops it is `LoopState` (`engine/loop.py`); saving and restoring the state is its base
-class `Resumable` (`engine/state.py`); what was proposed, and whether a configuration is new,
-`ProposalArchive` (`engine/proposals.py`).
+class `Resumable` (`engine/state.py`); making candidates (the first design, offspring, random
+and maximin draws) its base class `Variation` (`engine/variation.py`); what was proposed, and
+whether a configuration is new, `ProposalArchive` (`engine/proposals.py`).
 """
 
 from __future__ import annotations
@@ -28,13 +32,11 @@ from typing import ClassVar
 
 import numpy as np
 from pymoo.core.population import Population
-from pymoo.core.sampling import Sampling
 from pymoo.operators.crossover.ux import UniformCrossover
 from threadpoolctl import ThreadpoolController
 
 from ciq_tune.engine.config import Budget
 from ciq_tune.engine.config import EngineConfig
-from ciq_tune.engine.features import UnitFeatures
 from ciq_tune.engine.loop import LoopState
 from ciq_tune.engine.operators import FeasibilityRepair
 from ciq_tune.engine.operators import ParameterMutation
@@ -44,11 +46,11 @@ from ciq_tune.engine.operators import rank_tournament
 from ciq_tune.engine.operators.mutation.pattern_move import PatternMove
 from ciq_tune.engine.operators.sampling import initial_sampling
 from ciq_tune.engine.proposals import Candidate
-from ciq_tune.engine.proposals import Origin
 from ciq_tune.engine.proposals import ProposalArchive
 from ciq_tune.engine.shape_descent import ShapeDescent
 from ciq_tune.engine.state import Resumable
 from ciq_tune.engine.transfer import transfer_genes
+from ciq_tune.engine.variation import Variation
 from ciq_tune.errors import EngineError
 from ciq_tune.errors import SpaceError
 from ciq_tune.results import OK
@@ -58,7 +60,6 @@ from ciq_tune.results import SearchResults
 from ciq_tune.results import non_dominated
 from ciq_tune.results import parse_values
 from ciq_tune.space import SearchSpace
-from ciq_tune.space.space import MAX_ENUMERATION
 from ciq_tune.space.space import Genes
 
 # A strategy's linear algebra runs on one thread. Its matrices are small (a side per
@@ -67,19 +68,10 @@ from ciq_tune.space.space import Genes
 # took 32 s of engine time with two threads on two loaded cores, 0.8 s with one.
 _BLAS = ThreadpoolController()
 
-# Attempts at producing a child not seen before, before falling back to a random candidate.
-UNIQUE_CHILD_TRIES = 30
-# Random draws tried for an unseen candidate before enumerating the rest of a finite space.
-UNIQUE_RANDOM_TRIES = 200
-
-# Uniform draws per maximin candidate; the one farthest from everything proposed is kept.
-MAXIMIN_DRAWS = 32
 DEFAULT_GENERATIONS = 10
-# Pattern-move children start from this best share of the population (elitist local search).
-ELITE_SHARE = 0.25
 
 
-class Engine(Resumable):
+class Engine(Resumable, Variation):
     """Ask/tell search over a `SearchSpace` (see the module docstring for the hooks).
 
     Args:
@@ -326,154 +318,6 @@ class Engine(Resumable):
 
     def _first_generation(self) -> list[Candidate]:
         return self._first_design(self.config.pool_size, self.first_sampling)
-
-    def _first_design(self, size: int, sampling: Sampling) -> list[Candidate]:
-        """The warm-start points, then candidates drawn by `sampling` up to `size`."""
-        first: list[Candidate] = []
-        for genes, origin in self._warm_start:
-            candidate = self._make_candidate(genes, origin)  # type: ignore[arg-type]
-            if candidate is not None:
-                first.append(candidate)
-        missing = max(size - len(first), 0)
-        return first + self._random_candidates(missing, sampling)
-
-    def _variation_or_random(self, n: int) -> list[Candidate]:
-        if len(self._population) >= 2:
-            return self._offspring(n)
-        return self._random_candidates(n)
-
-    def _offspring(self, n: int) -> list[Candidate]:
-        """`n` new, feasible, never-seen children of tournament-selected parents: a binomial
-        `local_share` of pattern moves (elitist local search, coarse and fine steps at once),
-        the rest recombined and mutated."""
-        out: list[Candidate] = []
-        for genes in self._bred(n).get("X")[:n]:
-            candidate = self._unique_child(tuple(genes))
-            if candidate is None:
-                break
-            out.append(candidate)
-        return out
-
-    def _bred(self, n: int) -> Population:
-        """About `n` feasible children (some may repeat earlier proposals): a binomial
-        `local_share` of pattern moves of the elite, the rest recombined and mutated."""
-        n_local = int(self.rng.binomial(n, self.config.local_share))
-        children = Population.merge(
-            self._local_children(n_local), self._children(math.ceil((n - n_local) / 2))
-        )
-        return self.repair.do(self.problem, children, random_state=self.rng)
-
-    def _unique_child(self, genes: Genes) -> Candidate | None:
-        """The child itself if unseen, else further mutations of it, else a random candidate."""
-        pop = Population.new("X", np.array([list(genes)], dtype=object))
-        for _ in range(UNIQUE_CHILD_TRIES):
-            candidate = self._make_candidate(tuple(pop[0].X), "offspring")
-            if candidate is not None:
-                return candidate
-            pop = self.mutation.do(self.problem, pop, random_state=self.rng)
-            pop = self.repair.do(self.problem, pop, random_state=self.rng)
-        randoms = self._random_candidates(1)
-        return randoms[0] if randoms else None
-
-    def _random_candidates(self, n: int, sampling: Sampling | None = None) -> list[Candidate]:
-        """`n` new candidates from `sampling` (uniform by default); a repeat is replaced by an
-        unseen uniform draw."""
-        out: list[Candidate] = []
-        if n <= 0:
-            return out
-        sampling = sampling or self.sampling
-        samples = sampling.do(self.problem, n, random_state=self.rng).get("X")
-        for genes in samples:
-            candidate = self._make_candidate(tuple(genes), "random")
-            if candidate is None:
-                candidate = self._unseen_random()
-            if candidate is None:
-                self.loop.exhausted = True
-                break
-            out.append(candidate)
-        return out
-
-    def _unseen_random(self) -> Candidate | None:
-        for _ in range(UNIQUE_RANDOM_TRIES):
-            candidate = self._make_candidate(self.space.sample_genes(self.rng), "random")
-            if candidate is not None:
-                return candidate
-        if self.space.cardinality() <= MAX_ENUMERATION:
-            for genes in self.space.iter_genes():
-                candidate = self._make_candidate(genes, "random")
-                if candidate is not None:
-                    return candidate
-        return None
-
-    def _make_candidate(self, genes: Genes, origin: Origin) -> Candidate | None:
-        """A new candidate, or None if its configuration was already proposed."""
-        return self.proposals.candidate(genes, origin, self.generation)
-
-    def _maximin_candidates(
-        self, n: int, features: UnitFeatures, made: Sequence[Candidate] = ()
-    ) -> list[Candidate]:
-        """`n` new random candidates, each the farthest (in `features`' unit coordinates) from
-        every configuration proposed so far, of `MAXIMIN_DRAWS` uniform draws: a greedy
-        maximin design, which covers a plane faster than uniform draws, which cluster (Johnson
-        et al., J. Stat. Plan. Inf. 1990). Exploration of `screened` and the GA family's
-        immigrants after stagnation, and of its first design's infeasible rows. `made`:
-        candidates made but not yet queued, kept away from like the proposed ones."""
-        out: list[Candidate] = []
-        if n <= 0:
-            return out
-        taken = self._proposed_features(features, made)
-        for _ in range(n):
-            draws = self.proposals.new_genes(
-                [self.space.sample_genes(self.rng) for _ in range(MAXIMIN_DRAWS)]
-            )
-            if not draws:
-                break
-            X = np.nan_to_num(features(draws), nan=-1)
-            if len(taken):
-                gaps = np.min(np.linalg.norm(X[:, None, :] - taken[None, :, :], axis=2), axis=1)
-                best = int(np.argmax(gaps))
-            else:  # nothing proposed yet: every draw is as far as any other
-                best = 0
-            candidate = self._make_candidate(draws[best], "random")
-            if candidate is None:
-                break
-            out.append(candidate)
-            taken = np.vstack([taken, X[best]])
-        return out
-
-    def _proposed_features(
-        self, features: UnitFeatures, made: Sequence[Candidate] = ()
-    ) -> np.ndarray:
-        """The unit coordinates of every configuration proposed so far, the evaluated ones
-        first (in `_records`' order), then the pending and queued ones and `made`."""
-        proposed = [(r.genes, r.key) for r in self._records]
-        proposed += [(c.genes, c.key) for c in [*self._pending.values(), *self._queue, *made]]
-        # Absent parameters (knocked out, inactive) sit at -1, away from every present value.
-        return np.nan_to_num(features([g for g, _ in proposed], [k for _, k in proposed]), nan=-1)
-
-    def _children(self, n_matings: int) -> Population:
-        """Mutated uniform-crossover children of tournament-selected survivors (2 per mating;
-        pymoo's `TournamentSelection`, `UniformCrossover` and our mutation, by their `do`)."""
-        if n_matings <= 0:
-            return Population.empty()
-        pop = Population.new("X", np.array([list(r.genes) for r in self._population], dtype=object))
-        pop.set("rank", self._parent_ranks(self._population))
-        parents = self.selection.do(
-            self.problem, pop, n_matings, 2, to_pop=False, random_state=self.rng
-        )
-        children = self.crossover.do(self.problem, pop, parents, random_state=self.rng)
-        return self.mutation.do(self.problem, children, random_state=self.rng)
-
-    def _local_children(self, n: int) -> Population:
-        """Pattern moves (`PatternMove`, by its `do`) of `n` survivors drawn from the best
-        `ELITE_SHARE` of the population by the strategy's rank: elitist local search."""
-        if n <= 0:
-            return Population.empty()
-        ranks = self._parent_ranks(self._population)
-        elite = np.argsort(ranks, kind="stable")[: max(1, math.ceil(ELITE_SHARE * len(ranks)))]
-        starts = self.rng.choice(elite, size=n)
-        X = np.array([list(self._population[int(i)].genes) for i in starts], dtype=object)
-        return self.local_move.do(self.problem, Population.new("X", X), random_state=self.rng)
 
     def _n_survivors(self) -> int:
         return self.config.survivors or self.config.pool_size
