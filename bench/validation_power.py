@@ -9,16 +9,17 @@ GPU at one time (shared drift included). A replayed trial draws `repetitions` su
 replacement; the 3 % case divides the candidate's rounds by 1.03.
 
     python -m bench.validation_power --trials 500 --out docs/validation_power.json
-    python -m bench.validation_power --recorded docs/data/h200_trust_*.json --trials 1000
+    python -m bench.validation_power --recorded docs/data/h200_trust/*.json --trials 1000
 
 Interleaved comparisons run `ciq_tune.validation.validate`, the sequential comparison that
-stops at its first deciding look (`--looks`; 1 is one test at the end); each row reports the
-mean timed rounds taken.
+stops at its first deciding look; each row reports the mean timed rounds taken. `--repetitions`,
+`--looks` (1: one test at the end) and `--futility` (with `--recorded`; 0: stop early only below
+`--min-speedup`) each take a list of values, a row per combination (`--looks` and `--futility`
+by default the validation's own).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -30,12 +31,14 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from bench.script import script_parser
 from ciq_tune.validation import ValidationConfig
 from ciq_tune.validation import compare_samples
 from ciq_tune.validation import validate
 
 # Coefficient of variation of repeated do_bench(rep=50) of a Triton matmul on an H100.
 H100_CV = 0.025
+DEFAULTS = ValidationConfig()
 TRUE_SPEEDUP = 1.03
 BASE_MS = 0.2
 
@@ -160,8 +163,8 @@ def replay_rates(
     cells = [
         (reps, n_looks, margin)
         for reps in repetitions
-        for n_looks in looks or [ValidationConfig().looks]
-        for margin in futility or [ValidationConfig().futility_margin]
+        for n_looks in looks or [DEFAULTS.looks]
+        for margin in futility or [DEFAULTS.futility_margin]
     ]
     for reps, n_looks, margin in cells:
         config = ValidationConfig(
@@ -209,25 +212,11 @@ def rate(hits: int, n: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = script_parser("python -m bench.validation_power", __doc__)
     parser.add_argument("--trials", type=int, default=500, help="trials per cell")
     parser.add_argument("--repetitions", type=int, nargs="+", default=[10, 20, 30, 50])
-    parser.add_argument(
-        "--looks",
-        type=int,
-        nargs="+",
-        default=[ValidationConfig().looks],
-        help="looks of the sequential comparison to measure (1: one test at the end; "
-        "default %(default)s)",
-    )
-    parser.add_argument(
-        "--futility",
-        type=float,
-        nargs="+",
-        default=[ValidationConfig().futility_margin],
-        help="futility margins to measure (with --recorded; 0: stop early only below "
-        "--min-speedup; default %(default)s)",
-    )
+    parser.add_argument("--looks", type=int, nargs="+", default=[DEFAULTS.looks])
+    parser.add_argument("--futility", type=float, nargs="+", default=[DEFAULTS.futility_margin])
     parser.add_argument("--out", type=Path, help="write the table as JSON here")
     parser.add_argument(
         "--recorded",
@@ -238,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--min-speedup",
         type=float,
-        default=ValidationConfig().min_speedup,
+        default=DEFAULTS.min_speedup,
         help="the CI's lower bound must exceed this (with --recorded; default %(default)s)",
     )
     args = parser.parse_args(argv)
@@ -261,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(json.dumps(payload, indent=2) + "\n")
         return 0
     cells = [("normal", reps, n, True) for reps in args.repetitions for n in args.looks]
-    default_reps = ValidationConfig().repetitions
+    default_reps = DEFAULTS.repetitions
     cells += [
         (name, default_reps, n, True) for name in SCENARIOS if name != "normal" for n in args.looks
     ]
