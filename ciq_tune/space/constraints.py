@@ -35,7 +35,8 @@ _ALLOWED_FUNCTIONS: dict[str, Any] = {
     "ceil": math.ceil,
     "floor": math.floor,
 }
-_ALLOWED_NODES = (
+# The nodes of an expression besides its operators (`_OPERATORS`, `_UNARY`).
+_STRUCTURE_NODES = (
     ast.Expression,
     ast.BoolOp,
     ast.BinOp,
@@ -50,16 +51,6 @@ _ALLOWED_NODES = (
     ast.List,
     ast.And,
     ast.Or,
-    ast.Not,
-    ast.Add,
-    ast.Sub,
-    ast.Mult,
-    ast.Div,
-    ast.FloorDiv,
-    ast.Mod,
-    ast.Pow,
-    ast.USub,
-    ast.UAdd,
     ast.Eq,
     ast.NotEq,
     ast.Lt,
@@ -70,11 +61,6 @@ _ALLOWED_NODES = (
     ast.NotIn,
     ast.Is,
     ast.IsNot,
-    ast.BitAnd,
-    ast.BitOr,
-    ast.BitXor,
-    ast.LShift,
-    ast.RShift,
 )
 
 
@@ -199,6 +185,7 @@ _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
     ast.UAdd: operator.pos,
     ast.Not: operator.not_,
 }
+_ALLOWED_NODES = (*_STRUCTURE_NODES, *_OPERATORS, *_UNARY)
 _EXPONENT_RULE = f"the exponent of `**` is at most {MAX_EXPONENT} when it is an integer"
 _SHIFT_RULE = f"a shift amount of `<<` or `>>` is at most {MAX_SHIFT}"
 _INT_RULE = "integers are at most 2**256 in magnitude"

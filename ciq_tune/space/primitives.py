@@ -390,6 +390,16 @@ def _numeric(name: str, value: Any) -> int | float:
     return number
 
 
+def _bounds(start: Any, end: Any) -> tuple[int | float, int | float]:
+    """`start` and `end` as numbers, refused unless ``start <= end``."""
+    start, end = _numeric("start", start), _numeric("end", end)
+    if end < start:
+        raise SpaceError(
+            f"`end` must be >= `start`, got start={start!r}, end={end!r} (swapped bounds?)"
+        )
+    return start, end
+
+
 class Range(DiscreteParameter):
     """Evenly spaced values `start, start+step, …` up to and including `end` (ordinal).
 
@@ -411,13 +421,10 @@ class Range(DiscreteParameter):
         *,
         default: float | None = None,
     ) -> None:
-        start, end, step = _numeric("start", start), _numeric("end", end), _numeric("step", step)
+        start, end = _bounds(start, end)
+        step = _numeric("step", step)
         if step <= 0:
             raise SpaceError(f"`step` must be positive, got step={step!r}")
-        if end < start:
-            raise SpaceError(
-                f"`end` must be >= `start`, got start={start!r}, end={end!r} (swapped bounds?)"
-            )
         count = math.floor((end - start) / step + 1e-9) + 1
         integral = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         if integral:
@@ -498,13 +505,11 @@ class LogSampling(DiscreteParameter):
         *,
         default: float | None = None,
     ) -> None:
-        start, end = _numeric("start", start), _numeric("end", end)
-        if start <= 0 or end <= 0:
+        start, end = _bounds(start, end)
+        if start <= 0:
             raise SpaceError(
                 f"log_sampling needs positive bounds, got start={start!r}, end={end!r}"
             )
-        if end < start:
-            raise SpaceError(f"`end` must be >= `start`, got start={start!r}, end={end!r}")
         if not isinstance(total, int) or total < 1:
             raise SpaceError(f"`total` must be a positive integer, got total={total!r}")
         raw = np.geomspace(start, end, total)
