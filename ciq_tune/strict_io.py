@@ -10,7 +10,6 @@ YAML is read with the safe loader's tags only.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -50,90 +49,92 @@ _YAML_QUOTED_OR_COMMENT = re.compile(
 )
 
 
+@dataclass(frozen=True)
+class FileKind:
+    """What a file is to ciq-tune: how messages name it, how large it may be and which error
+    refuses it.
+
+    Attributes:
+        what: what the file is, for messages ("kernel description").
+        max_bytes: the largest size accepted, in bytes.
+        error: the exception class raised (a `CiqTuneError`).
+    """
+
+    what: str = "file"
+    max_bytes: int = MAX_DATA_BYTES
+    error: type[CiqTuneError] = InputFileError
+
+
+KERNEL_SOURCE = FileKind("kernel source", MAX_SOURCE_BYTES)
+"""A kernel source hashed for provenance (PTX, CUDA C++, Python)."""
+
+
 @contextmanager
-def _regular_file(
-    path: Path, what: str, error: type[CiqTuneError]
-) -> Iterator[tuple[BinaryIO, int]]:
+def _regular_file(path: Path, kind: FileKind) -> Iterator[tuple[BinaryIO, int]]:
     """`path` open for reading, and its size; refused unless it is a regular file."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
+        raise kind.error(f"cannot read {kind.what} {str(path)!r}: {exc.strerror or exc}") from None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise error(
-                f"{what} {str(path)!r} is not a regular file ({_file_type(info.st_mode)}); give "
-                "the path of a file"
+            raise kind.error(
+                f"{kind.what} {str(path)!r} is not a regular file ({_file_type(info.st_mode)}); "
+                "give the path of a file"
             )
         yield f, info.st_size
 
 
-def read_bytes(
-    path: str | Path,
-    *,
-    what: str = "file",
-    max_bytes: int = MAX_DATA_BYTES,
-    error: type[CiqTuneError] = InputFileError,
-) -> bytes:
-    """The bytes of a regular file of at most `max_bytes` bytes.
+def read_bytes(path: str | Path, kind: FileKind = FileKind()) -> bytes:
+    """The bytes of a regular file of at most `kind.max_bytes` bytes.
 
     Args:
         path: the file (a symlink is followed; its target must be a regular file).
-        what: what the file is, for messages ("kernel description").
-        max_bytes: the largest size accepted, in bytes.
-        error: the exception class raised (a `CiqTuneError`).
+        kind: what the file is, its size limit and the error that refuses it.
 
     Raises:
-        error: missing, unreadable, not a regular file (FIFO, device, directory) or too large.
+        kind.error: missing, unreadable, not a regular file (FIFO, device, directory) or too
+            large.
     """
-    with _regular_file(Path(path), what, error) as (f, size):
+    what, max_bytes = kind.what, kind.max_bytes
+    with _regular_file(Path(path), kind) as (f, size):
         if size > max_bytes:
-            raise error(
+            raise kind.error(
                 f"{what} {str(path)!r} is too large: {size} bytes, more than the "
                 f"{max_bytes} bytes allowed"
             )
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:  # it grew while being read
-        raise error(f"{what} {str(path)!r} is too large: over {max_bytes} bytes")
+        raise kind.error(f"{what} {str(path)!r} is too large: over {max_bytes} bytes")
     return data
 
 
-def read_text(
-    path: str | Path,
-    *,
-    what: str = "file",
-    max_bytes: int = MAX_DATA_BYTES,
-    error: type[CiqTuneError] = InputFileError,
-) -> str:
-    """The text of a regular UTF-8 file of at most `max_bytes` bytes (see `read_bytes`)."""
-    data = read_bytes(path, what=what, max_bytes=max_bytes, error=error)
+def read_text(path: str | Path, kind: FileKind = FileKind()) -> str:
+    """The text of a regular UTF-8 file of at most `kind.max_bytes` bytes (see `read_bytes`)."""
+    data = read_bytes(path, kind)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
-        raise error(
-            f"{what} {str(path)!r} is not UTF-8 text{hint}: byte 0x{data[exc.start]:02x} at "
-            f"offset {exc.start}; save it as UTF-8"
+        raise kind.error(
+            f"{kind.what} {str(path)!r} is not UTF-8 text{hint}: byte 0x{data[exc.start]:02x} "
+            f"at offset {exc.start}; save it as UTF-8"
         ) from None
 
 
-def sha256_file(
-    path: str | Path,
-    *,
-    what: str = "kernel source",
-    max_bytes: int = MAX_SOURCE_BYTES,
-    error: type[CiqTuneError] = InputFileError,
-) -> str:
-    """Hex SHA-256 of a regular file of at most `max_bytes` bytes, read in chunks."""
+def sha256_file(path: str | Path, kind: FileKind = KERNEL_SOURCE) -> str:
+    """Hex SHA-256 of a regular file of at most `kind.max_bytes` bytes, read in chunks."""
     digest = hashlib.sha256()
-    with _regular_file(Path(path), what, error) as (f, _):
+    with _regular_file(Path(path), kind) as (f, _):
         total = 0
         while chunk := f.read(_CHUNK):
             total += len(chunk)
-            if total > max_bytes:
-                raise error(f"{what} {str(path)!r} is too large: over {max_bytes} bytes")
+            if total > kind.max_bytes:
+                raise kind.error(
+                    f"{kind.what} {str(path)!r} is too large: over {kind.max_bytes} bytes"
+                )
             digest.update(chunk)
     return digest.hexdigest()
 
@@ -153,25 +154,24 @@ def parse_json(
 
 
 def load_data(
-    path: str | Path,
-    *,
-    what: str = "file",
-    max_bytes: int = MAX_DATA_BYTES,
-    error: type[CiqTuneError] = InputFileError,
-    parse: Callable[..., Any] | None = None,
+    path: str | Path, kind: FileKind = FileKind(), parse: Callable[..., Any] | None = None
 ) -> Any:
     """Parse a file strictly with `parse` (`parse_yaml` or `parse_json`); without it, as JSON
     for a ``.json`` file and as YAML for anything else."""
     if parse is None:
         parse = parse_json if Path(path).suffix.lower() == ".json" else parse_yaml
-    text = read_text(path, what=what, max_bytes=max_bytes, error=error)
-    return parse(text, source=f"{what} {str(path)!r}", error=error)
+    text = read_text(path, kind)
+    return parse(text, source=f"{kind.what} {str(path)!r}", error=kind.error)
 
 
-load_yaml = functools.partial(load_data, what="YAML file", parse=parse_yaml)
-"""Parse a YAML file strictly: duplicate keys, aliases and deep nesting are errors."""
-load_json = functools.partial(load_data, what="JSON file", parse=parse_json)
-"""Parse a JSON file strictly: duplicate keys, NaN/Infinity and deep nesting are errors."""
+def load_yaml(path: str | Path, kind: FileKind = FileKind("YAML file")) -> Any:
+    """Parse a YAML file strictly: duplicate keys, aliases and deep nesting are errors."""
+    return load_data(path, kind, parse_yaml)
+
+
+def load_json(path: str | Path, kind: FileKind = FileKind("JSON file")) -> Any:
+    """Parse a JSON file strictly: duplicate keys, NaN/Infinity and deep nesting are errors."""
+    return load_data(path, kind, parse_json)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from typing import Literal
@@ -22,6 +23,8 @@ from ciq_tune.errors import ConstraintError
 from ciq_tune.errors import DescriptionError
 from ciq_tune.errors import SpaceError
 from ciq_tune.space.constraints import SafeExpression
+from ciq_tune.strict_io import KERNEL_SOURCE
+from ciq_tune.strict_io import FileKind
 from ciq_tune.strict_io import load_data
 from ciq_tune.strict_io import sha256_file
 
@@ -507,7 +510,7 @@ class KernelDescription(_Strict):
 
     def source_sha256(self) -> str:
         """Hex SHA-256 of the kernel source file's bytes (the controls file's provenance)."""
-        return sha256_file(self.source, error=DescriptionError)
+        return sha256_file(self.source, replace(KERNEL_SOURCE, error=DescriptionError))
 
     def benchmark_record(self) -> Benchmark:
         """What a controls file records of the benchmark a configuration was tuned on: the
@@ -692,7 +695,7 @@ def load_description(path: str | Path) -> KernelDescription:
             names the file and the field).
     """
     path = Path(path)
-    data = load_data(path, what="kernel description", error=DescriptionError)
+    data = load_data(path, FileKind("kernel description", error=DescriptionError))
     if not isinstance(data, dict):
         raise DescriptionError(
             f"{path}: a kernel description is a mapping of fields, got a {type(data).__name__}"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ciq_tune.errors import InputFileError
+from ciq_tune.strict_io import KERNEL_SOURCE
 from ciq_tune.strict_io import MAX_DEPTH
 from ciq_tune.strict_io import load_data
 from ciq_tune.strict_io import parse_json
@@ -48,4 +50,4 @@ def test_hashing_matches_hashlib_and_stops_at_the_limit(tmp_path: Path) -> None:
     path.write_bytes(b"x" * 3_000_000)
     assert sha256_file(path) == hashlib.sha256(path.read_bytes()).hexdigest()
     with pytest.raises(InputFileError, match="too large"):
-        sha256_file(path, max_bytes=1_000_000)
+        sha256_file(path, replace(KERNEL_SOURCE, max_bytes=1_000_000))

@@ -39,6 +39,7 @@ from ciq_tune.errors import SpaceError
 from ciq_tune.results import OK
 from ciq_tune.results import Objective
 from ciq_tune.space import SearchSpace
+from ciq_tune.strict_io import FileKind
 from ciq_tune.strict_io import load_data
 from ciq_tune.strict_io import load_json
 from ciq_tune.tracking import TrackingConfig
@@ -470,7 +471,7 @@ def _as_space(space: Mapping[str, Any] | SearchSpace | str | Path) -> SearchSpac
     if isinstance(space, SearchSpace):
         return space
     if isinstance(space, (str, Path)):
-        data = load_json(space, what="saved search space", error=SpaceError)
+        data = load_json(space, FileKind("saved search space", error=SpaceError))
         return SearchSpace.from_dict(data, source=space)
     if isinstance(space, Mapping):
         return SearchSpace(dict(space))
@@ -485,7 +486,7 @@ def _as_config(config: SearchConfiguration | Mapping[str, Any] | str | Path) -> 
     if isinstance(config, SearchConfiguration):
         return config
     if isinstance(config, (str, Path)):
-        config = load_data(config, what="search configuration", error=EngineError)
+        config = load_data(config, FileKind("search configuration", error=EngineError))
     if not isinstance(config, Mapping):
         raise EngineError(
             f"`search_config` must be a SearchConfiguration, a dict or a JSON/YAML file, got "

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from typing import Literal
@@ -28,6 +29,8 @@ from ciq_tune.controls.triton import detect_triton
 from ciq_tune.errors import CiqTuneError
 from ciq_tune.errors import ControlsFileError
 from ciq_tune.errors import InvalidControl
+from ciq_tune.strict_io import KERNEL_SOURCE
+from ciq_tune.strict_io import FileKind
 from ciq_tune.strict_io import load_yaml
 from ciq_tune.strict_io import sha256_file
 
@@ -277,7 +280,7 @@ def load(path: str | Path) -> ControlsFile:
             names the file and the field).
     """
     path = Path(path)
-    data = load_yaml(path, what="controls file", max_bytes=MAX_FILE_BYTES, error=ControlsFileError)
+    data = load_yaml(path, FileKind("controls file", MAX_FILE_BYTES, ControlsFileError))
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ControlsFileError(f"{path}: not a ciq-tune controls file (needs `schema: {SCHEMA}`)")
     try:
@@ -380,7 +383,7 @@ def check(
     reasons: list[str] = []
     kernel = controls_file.kernel
     if source is not None:
-        digest = sha256_file(source, error=ControlsFileError)
+        digest = sha256_file(source, replace(KERNEL_SOURCE, error=ControlsFileError))
         if digest != kernel.source_sha256:
             reasons.append(
                 f"kernel source {str(source)!r} changed: sha256 {digest[:12]}… != recorded "

@@ -17,6 +17,7 @@ from ciq_tune.controls.nvidia import detect_controls
 from ciq_tune.controls.nvidia import resolve_executable
 from ciq_tune.errors import ControlsFileError
 from ciq_tune.errors import InvalidControl
+from ciq_tune.strict_io import KERNEL_SOURCE
 from ciq_tune.strict_io import sha256_file
 
 # Options that change code generation but not the kernel's launch contract. Left out on
@@ -118,7 +119,8 @@ class VendorControlsFile(Control):
 
 def file_sha256(path: str | Path) -> str:
     """Hex SHA-256 of a vendor controls file's bytes (a regular file under the size limit)."""
-    return sha256_file(path, what="vendor controls file", error=ControlsFileError)
+    kind = replace(KERNEL_SOURCE, what="vendor controls file", error=ControlsFileError)
+    return sha256_file(path, kind)
 
 
 def detect_ptxas(

@@ -14,6 +14,7 @@ from ciq_tune.results import OK
 from ciq_tune.results import Objective
 from ciq_tune.results import SearchResults
 from ciq_tune.results import non_dominated
+from ciq_tune.strict_io import FileKind
 from ciq_tune.strict_io import read_bytes
 
 if TYPE_CHECKING:
@@ -59,9 +60,7 @@ def load_evaluations(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if path.suffix not in (".csv", ".parquet"):
         raise ReportError(f"`path`={str(path)!r}: an evaluations table is .csv or .parquet")
-    data = io.BytesIO(
-        read_bytes(path, what="evaluations table", max_bytes=MAX_TABLE_BYTES, error=ReportError)
-    )
+    data = io.BytesIO(read_bytes(path, FileKind("evaluations table", MAX_TABLE_BYTES, ReportError)))
     try:
         df = pd.read_parquet(data) if path.suffix == ".parquet" else pd.read_csv(data)
     except (OSError, ValueError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ciq_tune.errors import MeasurementError
+from ciq_tune.strict_io import FileKind
 from ciq_tune.strict_io import parse_json
 from ciq_tune.strict_io import read_text
 
@@ -17,7 +18,7 @@ def load_timings(path: str | Path) -> list[float]:
         MeasurementError: the file is unreadable or holds something other than numbers.
     """
     path = Path(path)
-    text = read_text(path, what="timings file", error=MeasurementError)
+    text = read_text(path, FileKind("timings file", error=MeasurementError))
     if path.suffix == ".json":
         data = parse_json(text, source=f"timings file {str(path)!r}", error=MeasurementError)
         values = data.get("times_ms") if isinstance(data, dict) else data

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ciq_tune.errors import CiqTuneError
+from ciq_tune.strict_io import FileKind
 from ciq_tune.strict_io import load_json
 from searchers.run.interrupt import graceful_interrupt
 from searchers.run.interrupt import report_interrupted
@@ -73,7 +74,7 @@ def resume(
             "`ciq-tune tune` run"
         )
     check_num_cpus(num_cpus)
-    settings = load_json(settings_path, what="run settings", error=CiqTuneError)
+    settings = load_json(settings_path, FileKind("run settings", error=CiqTuneError))
     if not isinstance(settings, dict) or not isinstance(settings.get("description"), str):
         raise CiqTuneError(
             f"{settings_path}: field `description`: missing; not a run.json written by "
@@ -161,7 +162,7 @@ def _resume_locally(
     from searchers.local_search import start_local_workers
 
     path = run_dir / SEARCH_STATE
-    state = load_json(path, what="search state", max_bytes=MAX_STATE_BYTES, error=CiqTuneError)
+    state = load_json(path, FileKind("search state", MAX_STATE_BYTES, CiqTuneError))
     space = make_search_space(desc.at_shape(desc.matrix()[0]) if desc.shapes else desc)
     if not isinstance(state, dict) or state.get("space") != json.loads(json.dumps(space.to_dict())):
         raise CiqTuneError(
