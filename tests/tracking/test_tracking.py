@@ -255,7 +255,7 @@ def _replay(tmp_path: Path, events: list[dict[str, Any]]) -> tuple[int, str]:
     import io
     import json
 
-    from ciq_tune.tracking import serve
+    from ciq_tune.tracking.writer_process import serve
 
     replies = io.StringIO()
     lines = io.StringIO("".join(json.dumps(e) + "\n" for e in events))
@@ -315,6 +315,7 @@ def test_a_trial_split_over_batches_is_written_whole(tmp_path: Path) -> None:
     from mlflow import MlflowClient
 
     from ciq_tune import tracking
+    from ciq_tune.tracking.writer_process import _write_trial
 
     uri = sqlite_uri(tmp_path)
     tracking.prepare_sqlite_store(uri)
@@ -331,7 +332,7 @@ def test_a_trial_split_over_batches_is_written_whole(tmp_path: Path) -> None:
         [{"kind": "end", "trial": "t", "time_ms": 2000, "status": "FAILED"}],
     ]
     for batch in batches:  # as a writer that keeps up sees them
-        assert tracking._write_trial(client, experiment_id, runs, "t", batch) == []
+        assert _write_trial(client, experiment_id, runs, "t", batch) == []
     assert runs == {}  # ended
     [run] = client.search_runs([experiment_id])
     assert run.info.status == "FAILED"
@@ -393,8 +394,8 @@ def test_a_writer_that_is_behind_takes_its_backlog_without_waiting_for_the_batch
     import threading
     import time
 
-    from ciq_tune.tracking import BATCH_WINDOW_S
-    from ciq_tune.tracking import _next_batch
+    from ciq_tune.tracking.writer_process import BATCH_WINDOW_S
+    from ciq_tune.tracking.writer_process import _next_batch
 
     lines: queue.Queue[tuple[float, str | None]] = queue.Queue()
     old = time.monotonic() - 10 * BATCH_WINDOW_S  # arrived while MLflow was being imported
@@ -416,9 +417,9 @@ def test_the_writer_runs_at_the_lowest_priority_without_mlflow_telemetry_unless_
     import os
     import subprocess
 
-    from ciq_tune.tracking import WRITER_NICENESS
     from ciq_tune.tracking import MlflowWriter
-    from ciq_tune.tracking import writer_environment
+    from ciq_tune.tracking.writer import WRITER_NICENESS
+    from ciq_tune.tracking.writer import writer_environment
 
     assert writer_environment({})["MLFLOW_DISABLE_TELEMETRY"] == "true"
     for chosen in ({"MLFLOW_DISABLE_TELEMETRY": "false"}, {"DO_NOT_TRACK": "0"}):
@@ -450,8 +451,8 @@ def test_closing_gives_the_writers_session_a_fair_share_of_the_cpu_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Waiting in `close`, the search runs nothing: at niceness 19 the writer's session starved
-    # on a node that other work kept busy (docs/benchmarks.md, sessions 33 and 35).
-    from ciq_tune import tracking
+    # on a node that other work kept busy.
+    from ciq_tune.tracking import writer as tracking
 
     calls: list[tuple[int, int]] = []
     set_niceness = tracking.set_session_niceness
@@ -468,7 +469,7 @@ def test_closing_gives_the_writers_session_a_fair_share_of_the_cpu_back(
 
 
 def test_a_sessions_niceness_is_lowered_and_given_back() -> None:
-    from ciq_tune.tracking import set_session_niceness
+    from ciq_tune.tracking.writer import set_session_niceness
 
     sleeper = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
