@@ -495,7 +495,7 @@ def summarise(runs: Sequence[Mapping[str, Any]], budget: int) -> dict[str, Any]:
     """Median and worst regret per problem, strategy and budget; seeds finding the optimum;
     next to random search, the one-sided Mann-Whitney U p-value of "this strategy's regrets
     are larger than random search's" at each budget (`behind_random_p`): with 20 seeds a
-    median a little above random search's is often noise (docs/benchmarks.md, session 15).
+    median a little above random search's is often noise.
 
     Random search's row covers the seeds the other strategies ran (all of its own when it ran
     alone); the p-values use every seed it ran (its pool). With a pool of at least

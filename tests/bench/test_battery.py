@@ -95,8 +95,8 @@ def test_the_first_bred_children_of_the_ga_family_beat_random_draws(
     strategy: str, name: str
 ) -> None:
     # At 25 evaluations (a 16-point design and 9 pre-selected children), where nsga2 / nsga3
-    # were level with random search on both problems (session 15's 100-seed check) until the
-    # children were pre-selected by the Gaussian process (session 19).
+    # were level with random search on both problems (a 100-seed check) until the children
+    # were pre-selected by the Gaussian process.
     problem = PROBLEMS[name]
     ours = [regret_trace(problem, strategy, s, 25)[-1] for s in range(20)]
     random = [regret_trace(problem, "random", s, 25)[-1] for s in range(20)]
@@ -110,7 +110,7 @@ def test_the_ga_familys_preselection_draws_find_the_branch_the_first_design_miss
 ) -> None:
     # Bred children recombine the first design's values, so `conditional`'s split_k basin
     # (regret 0; stream_k's floor is 4) was found only by chance; uniform draws in the
-    # pre-selected pool (session 34) find it. Summed regret at 50 evaluations over seeds 0-9:
+    # pre-selected pool find it. Summed regret at 50 evaluations over seeds 0-9:
     # ga 13.9 without the draws, 7.2 with; nsga2 17.8, 4.3.
     problem = PROBLEMS["conditional"]
 
@@ -124,9 +124,9 @@ def test_the_ga_familys_preselection_draws_find_the_branch_the_first_design_miss
 def test_the_gas_shorter_critical_distance_enters_the_narrow_basin_more_often() -> None:
     # `multi_basin`'s global basin (regret below 5 only within 14 of 500 values of its centre)
     # is entered by a descent from a point that fell into it; ga's MLSL factor 4 (the family's
-    # 8 until session 35) lets such a point start one sooner. Seeds 0-19 at 200 evaluations:
+    # 8 before) lets such a point start one sooner. Seeds 0-19 at 200 evaluations:
     # 15 seeds in the global basin with 4, 9 with 8; median regret 0.24 and 5.0, random
-    # search 3.88 (the cell behind random search on these seeds in session 34).
+    # search 3.88 (with 8, the cell was behind random search on these seeds).
     problem = PROBLEMS["multi_basin"]
 
     def regrets(strategy: str, config: dict | None = None) -> list[float]:

@@ -154,7 +154,7 @@ def test_the_first_design_refills_infeasible_rows_far_from_the_others(strategy: 
         assert all(c is not None and triangle.is_feasible(c.genes) for c in first)
         xy = np.array([c.genes for c in first if c is not None], dtype=float)
         gaps.append(min(np.linalg.norm(a - b) for a, b in itertools.combinations(xy, 2)))
-    # Replaced by uniform draws (ga before session 10), the closest two of these seeds' designs
+    # Replaced by uniform draws (as ga once drew it), the closest two of these seeds' designs
     # are 1 to 3.6 values apart; with maximin draws, 7.6 to 9.8.
     assert min(gaps) >= 7
 
@@ -303,7 +303,7 @@ def _plane_engine(config: dict, budget: int = 160) -> Engine:
         ["f"],
         config={"polish_share": 0.0, **config},
         budget=Budget(max_evaluations=budget),
-        seed=0,  # a run that stagnates and descends (5 did before session 19's pre-selection)
+        seed=0,  # a run that stagnates and descends (5 did before the pre-selection)
     )
 
 
@@ -373,7 +373,7 @@ def test_the_first_bred_generation_polishes_the_best_of_a_wide_space(strategy: s
     # On the issue's widened toy (x^2 + y, 399 values of x), the poll reaches the optimum
     # by 25 evaluations where the process's picks among bred children and uniform draws do
     # not (median 2 vs 3.75 and 3.1, worst 4 vs 73; without the draws 22.5 and 8.75). (On
-    # the bowl above the two are level since session 19's pre-selection: median 318 vs 322.)
+    # the bowl above the two are level since the pre-selection: median 318 vs 322.)
     toy = {"x": ss.range(1.0, 200.0, 0.5), "y": ss.choice([1, 2, 3])}
 
     def toy_value(c: dict) -> float:
