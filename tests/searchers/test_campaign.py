@@ -91,7 +91,7 @@ def test_a_hung_and_a_crashing_search_leave_the_others_their_full_budgets(
     assert progress["good-b"]["done"] == 4
     # The hung search's trial was ended by its own Tune driver: no placement group or actor of
     # the campaign keeps a CPU (a cancelled search task left one reserved until the driver exit).
-    assert _all_cpus_free_within(10.0)
+    assert _all_cpus_free_within(CPUS_FREED_S)
 
     import mlflow
 
@@ -115,7 +115,13 @@ def test_a_search_at_its_time_limit_is_stopped_and_frees_its_cpus(
     [row] = run_campaign([hung], CampaignConfig(out=tmp_path, tracking="none"))
     assert row["status"] == "timeout" and row["error"] == "stopped at its time limit of 8 s"
     # Cancelling the search's task instead left its trials' placement groups holding both CPUs.
-    assert _all_cpus_free_within(10.0)
+    assert _all_cpus_free_within(CPUS_FREED_S)
+
+
+# Seconds a finished search's CPUs may take to come back: about one when the machine is idle,
+# more on a loaded 2-core one; a search that keeps them (a cancelled task's trials) never gives
+# them back.
+CPUS_FREED_S = 30.0
 
 
 def _all_cpus_free_within(seconds: float) -> bool:
@@ -218,7 +224,7 @@ def test_ctrl_c_stops_every_search_keeps_their_evaluations_and_exits_130(
         rows += written
     assert 0 < int(kept.group(1)) == rows
     # The searches' trials ended with their Tune drivers: nothing keeps a CPU.
-    assert _all_cpus_free_within(10.0)
+    assert _all_cpus_free_within(CPUS_FREED_S)
     assert main(["resume", str(out)]) == 2
     assert "a campaign does not resume" in capsys.readouterr().err
 
