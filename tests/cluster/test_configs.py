@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 import ray
 import yaml
 
@@ -102,3 +103,15 @@ def test_local_head_script_binds_the_dashboard_to_localhost() -> None:
     script = CLUSTER / "start-local-head.sh"
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
     assert "--dashboard-host=127.0.0.1" in script.read_text()
+
+
+@pytest.mark.parametrize(("visible", "offered"), [("2,3", 2), ("0", 1), ("", 0), ("1, 2,", 2)])
+def test_local_head_script_offers_the_gpus_cuda_visible_devices_lists(
+    visible: str, offered: int
+) -> None:
+    # `RAY=echo`: the script prints the `ray start` command it would run.
+    env = {"PATH": "/usr/bin:/bin", "RAY": "echo", "CUDA_VISIBLE_DEVICES": visible}
+    script = CLUSTER / "start-local-head.sh"
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"--num-gpus={offered} " in done.stdout
