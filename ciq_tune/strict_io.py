@@ -64,6 +64,10 @@ class FileKind:
     max_bytes: int = MAX_DATA_BYTES
     error: type[CiqTuneError] = InputFileError
 
+    def refused(self, path: str | Path, problem: str) -> CiqTuneError:
+        """The error refusing the file at `path`: "<what> '<path>' <problem>"."""
+        return self.error(f"{self.what} {str(path)!r} {problem}")
+
 
 KERNEL_SOURCE = FileKind("kernel source", MAX_SOURCE_BYTES)
 """A kernel source hashed for provenance (PTX, CUDA C++, Python)."""
@@ -80,9 +84,8 @@ def _regular_file(path: Path, kind: FileKind) -> Iterator[tuple[BinaryIO, int]]:
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise kind.error(
-                f"{kind.what} {str(path)!r} is not a regular file ({_file_type(info.st_mode)}); "
-                "give the path of a file"
+            raise kind.refused(
+                path, f"is not a regular file ({_file_type(info.st_mode)}); give the path of a file"
             )
         yield f, info.st_size
 
@@ -98,16 +101,14 @@ def read_bytes(path: str | Path, kind: FileKind = FileKind()) -> bytes:
         kind.error: missing, unreadable, not a regular file (FIFO, device, directory) or too
             large.
     """
-    what, max_bytes = kind.what, kind.max_bytes
     with _regular_file(Path(path), kind) as (f, size):
-        if size > max_bytes:
-            raise kind.error(
-                f"{what} {str(path)!r} is too large: {size} bytes, more than the "
-                f"{max_bytes} bytes allowed"
+        if size > kind.max_bytes:
+            raise kind.refused(
+                path, f"is too large: {size} bytes, more than the {kind.max_bytes} bytes allowed"
             )
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:  # it grew while being read
-        raise kind.error(f"{what} {str(path)!r} is too large: over {max_bytes} bytes")
+        data = f.read(kind.max_bytes + 1)
+    if len(data) > kind.max_bytes:  # it grew while being read
+        raise kind.refused(path, f"is too large: over {kind.max_bytes} bytes")
     return data
 
 
@@ -118,9 +119,10 @@ def read_text(path: str | Path, kind: FileKind = FileKind()) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
-        raise kind.error(
-            f"{kind.what} {str(path)!r} is not UTF-8 text{hint}: byte 0x{data[exc.start]:02x} "
-            f"at offset {exc.start}; save it as UTF-8"
+        raise kind.refused(
+            path,
+            f"is not UTF-8 text{hint}: byte 0x{data[exc.start]:02x} at offset {exc.start}; "
+            "save it as UTF-8",
         ) from None
 
 
@@ -132,9 +134,7 @@ def sha256_file(path: str | Path, kind: FileKind = KERNEL_SOURCE) -> str:
         while chunk := f.read(_CHUNK):
             total += len(chunk)
             if total > kind.max_bytes:
-                raise kind.error(
-                    f"{kind.what} {str(path)!r} is too large: over {kind.max_bytes} bytes"
-                )
+                raise kind.refused(path, f"is too large: over {kind.max_bytes} bytes")
             digest.update(chunk)
     return digest.hexdigest()
 
