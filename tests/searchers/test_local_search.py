@@ -132,9 +132,13 @@ def test_tune_runs_a_triton_matrix_locally_without_ray(tmp_path: Path) -> None:
     entries = data["matrix"]["entries"]
     assert len(entries) == 2 and all(e["evaluations"] == 18 for e in entries)  # 3 x 6 warps
     for entry in entries:
-        assert entry["validation"]["outcome"] in ("kept", "baseline")
-        first = entry["validation"]["candidates"][0]
-        assert first["baseline"]["n"] >= 10  # rounds served by the benchmark worker
+        validation = entry["validation"]
+        assert validation["outcome"] in ("kept", "baseline")
+        if validation["candidates"]:
+            first = validation["candidates"][0]
+            assert first["baseline"]["n"] >= 10  # rounds served by the benchmark worker
+        else:  # under the interpreter all take about as long: the baseline may lead the search
+            assert "no configuration beat the baseline" in validation["reason"]
     rows = (out / "evaluations.csv").read_text().splitlines()
     assert len(rows) == 19 and "time_ms@1" in rows[0]
     assert (out / "mlflow.db").exists()  # every evaluation tracked, without Tune
